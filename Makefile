@@ -1,0 +1,50 @@
+# riak-events: set up and run.
+#   make test   install what is missing (apt packages, virtualenv, the package with its
+#               compiled extension, dev tools), then lint, type-check and run every test
+#   make lint   ruff + mypy only
+#   make bench  the benchmarks in bench/
+
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+
+# Debian packages the project needs: Perl's Sereal (an independent implementation the
+# codec is tested against).
+APT_PACKAGES := libsereal-encoder-perl libsereal-decoder-perl libjson-pp-perl
+
+.PHONY: test lint unit bench system-deps venv clean
+
+test: venv lint
+	$(BIN)/pytest
+
+lint: venv
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
+
+unit: venv
+	$(BIN)/pytest -m unit
+
+bench: venv
+	$(BIN)/python bench/sereal_bench.py
+
+system-deps:
+	@missing=$$(for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
+	  echo "installing apt packages:" $$missing; \
+	  $(SUDO) apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends $$missing; \
+	fi
+
+# The stamp depends on everything that changes what gets installed or built.
+$(VENV)/.installed: pyproject.toml setup.py $(wildcard eventstore/sereal/csrc/*) | system-deps
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -e '.[dev]'
+	touch $@
+
+venv: system-deps $(VENV)/.installed
+
+clean:
+	rm -rf $(VENV) build *.egg-info eventstore/sereal/*.so
