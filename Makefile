@@ -11,7 +11,8 @@ SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 # Debian packages the project needs: Perl's Sereal (an independent implementation the
 # codec is tested against).
-APT_PACKAGES := libsereal-encoder-perl libsereal-decoder-perl libjson-pp-perl
+# Erlang/OTP: the ring hash is checked against a real erl, and the hook is built with erlc.
+APT_PACKAGES := libsereal-encoder-perl libsereal-decoder-perl libjson-pp-perl erlang-nox
 
 .PHONY: test lint unit bench system-deps venv clean
 

@@ -1,0 +1,234 @@
+"""The stored blob: a Sereal document followed by a self-identifying checksum postfix.
+
+Layout (all blobs we write; format in ``eventstore/DESIGN.md``, "Blob format")::
+
+    +----------------------+-------------+--------+--------+----------------+
+    | Sereal document      | digest      | alg id | length | magic          |
+    | (header + body)      | D bytes, LE | 1 byte | 1 byte | b"\\x00REVCK"   |
+    +----------------------+-------------+--------+--------+----------------+
+                           '------------- postfix: D + 8 bytes ------------'
+
+The digest covers the Sereal document, i.e. every byte before the postfix. Algorithm 1
+is xxh3_64 (D = 8, postfix 16 bytes). Readers find the postfix from the end: the magic
+says "there is a postfix", the length byte says where it starts, the algorithm id says
+how to check it. A blob whose end is cut off has lost its magic, so a missing postfix is
+an error by default. Pure logic, no I/O.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import xxhash
+
+from eventstore import sereal
+from eventstore.errors import (
+    BlobDecodeError,
+    ChecksumMismatch,
+    ChecksumMissing,
+    UnsupportedChecksum,
+)
+from eventstore.sereal.errors import SerealError
+
+__all__ = [
+    "ALG_XXH3_64",
+    "DEFAULT_ALGORITHM",
+    "MAGIC",
+    "add_postfix",
+    "has_postfix",
+    "pack_blob",
+    "postfix_length",
+    "unpack_blob",
+    "verify_postfix",
+]
+
+#: The last bytes of every blob with a postfix. The NUL makes it unlike text, and
+#: together with a valid algorithm id and length byte a document without postfix ends
+#: like this by chance with probability about 2**-64.
+MAGIC = b"\x00REVCK"
+
+#: Algorithm id of xxh3_64 (64-bit XXH3, seed 0, digest stored little-endian).
+ALG_XXH3_64 = 1
+DEFAULT_ALGORITHM = ALG_XXH3_64
+
+Buffer = bytes | bytearray | memoryview
+
+
+@dataclass(frozen=True)
+class _Algorithm:
+    name: str
+    digest_size: int
+    digest: Callable[[Buffer], bytes]
+
+
+def _xxh3_64(data: Buffer) -> bytes:
+    return xxhash.xxh3_64_intdigest(data).to_bytes(8, "little")
+
+
+_ALGORITHMS: dict[int, _Algorithm] = {
+    ALG_XXH3_64: _Algorithm("xxh3_64", 8, _xxh3_64),
+}
+
+# Bytes after the digest: algorithm id, postfix length, magic.
+_TRAILER = 2 + len(MAGIC)
+
+
+def postfix_length(algorithm: int = DEFAULT_ALGORITHM) -> int:
+    """Returns: the postfix size in bytes for ``algorithm`` (16 for xxh3_64).
+
+    Raises:
+        UnsupportedChecksum: for an unknown algorithm id.
+    """
+    alg = _ALGORITHMS.get(algorithm)
+    if alg is None:
+        raise UnsupportedChecksum(None, f"unknown checksum algorithm id {algorithm}")
+    return alg.digest_size + _TRAILER
+
+
+def add_postfix(document: Buffer, *, algorithm: int = DEFAULT_ALGORITHM) -> bytes:
+    """Append the checksum postfix to a Sereal document.
+
+    Args:
+        document: the Sereal document bytes.
+        algorithm: checksum algorithm id (default xxh3_64).
+
+    Returns:
+        ``document + postfix``.
+
+    Raises:
+        UnsupportedChecksum: for an unknown algorithm id.
+    """
+    alg = _ALGORITHMS.get(algorithm)
+    if alg is None:
+        raise UnsupportedChecksum(None, f"unknown checksum algorithm id {algorithm}")
+    size = alg.digest_size + _TRAILER
+    return b"".join((document, alg.digest(document), bytes((algorithm, size)), MAGIC))
+
+
+def has_postfix(data: Buffer) -> bool:
+    """True when ``data`` ends with the postfix magic (its digest is not checked)."""
+    n = len(data)
+    return n >= _TRAILER and bytes(memoryview(data)[n - len(MAGIC) :]) == MAGIC
+
+
+def verify_postfix(data: Buffer, key: str | None = None, *, required: bool = True) -> memoryview:
+    """Check a blob's postfix and return the Sereal document before it.
+
+    Args:
+        data: the stored bytes.
+        key: the Riak key they were read from, named in errors.
+        required: when False, bytes without a postfix (legacy or foreign blobs) are
+            returned whole, unverified; truncation is then left to the Sereal decoder.
+
+    Returns:
+        A zero-copy view of the Sereal document.
+
+    Raises:
+        ChecksumMissing: no postfix and ``required`` (includes blobs cut short).
+        ChecksumMismatch: the postfix is malformed or its digest does not match.
+        UnsupportedChecksum: the postfix names an unknown algorithm.
+    """
+    view = memoryview(data).cast("B") if not isinstance(data, memoryview) else data.cast("B")
+    n = len(view)
+    if not has_postfix(view):
+        if required:
+            raise ChecksumMissing(
+                key, f"no checksum postfix in {n} bytes (truncated, or not written by us)"
+            )
+        return view
+    alg_id, size = view[n - _TRAILER], view[n - _TRAILER + 1]
+    alg = _ALGORITHMS.get(alg_id)
+    if alg is None:
+        raise UnsupportedChecksum(key, f"unknown checksum algorithm id {alg_id} in postfix")
+    if size != alg.digest_size + _TRAILER or size > n:
+        raise ChecksumMismatch(
+            key, f"malformed postfix: length byte {size} for {alg.name} in {n} bytes"
+        )
+    document = view[: n - size]
+    stored = bytes(view[n - size : n - _TRAILER])
+    actual = alg.digest(document)
+    if stored != actual:
+        raise ChecksumMismatch(
+            key,
+            f"{alg.name} of {len(document)} bytes is {actual.hex()}, postfix says {stored.hex()}",
+        )
+    return document
+
+
+def pack_blob(
+    value: Any,
+    *,
+    compress: str | None = "zstd",
+    level: int | None = None,
+    dedupe_strings: bool = True,
+    protocol: int | None = None,
+    compress_threshold: int = 1024,
+    algorithm: int = DEFAULT_ALGORITHM,
+) -> bytes:
+    """Encode a value (usually a list of event dicts) as a stored blob.
+
+    Args:
+        value: what to store.
+        compress, level, dedupe_strings, protocol, compress_threshold: passed to
+            :func:`eventstore.sereal.encode` (``compress``: "zstd", "zlib", "snappy" or
+            None; ``compress_threshold`` in bytes of uncompressed body).
+        algorithm: checksum algorithm id.
+
+    Returns:
+        The Sereal document with its checksum postfix.
+
+    Raises:
+        eventstore.sereal.errors.SerealEncodeError: when the value cannot be encoded.
+    """
+    kwargs: dict[str, Any] = {
+        "compress": compress,
+        "dedupe_strings": dedupe_strings,
+        "compress_threshold": compress_threshold,
+    }
+    if level is not None:
+        kwargs["level"] = level
+    if protocol is not None:
+        kwargs["protocol"] = protocol
+    return add_postfix(sereal.encode(value, **kwargs), algorithm=algorithm)
+
+
+def unpack_blob(
+    data: Buffer,
+    *,
+    key: str | None = None,
+    required: bool = True,
+    binary: str | None = None,
+    max_depth: int | None = None,
+    max_decompressed_size: int | None = None,
+) -> Any:
+    """Verify a stored blob's checksum and decode the Sereal document in it.
+
+    Args:
+        data: the stored bytes.
+        key: the Riak key they came from, named in every error.
+        required: see :func:`verify_postfix`.
+        binary, max_depth, max_decompressed_size: passed to
+            :func:`eventstore.sereal.decode` when given (its defaults otherwise).
+
+    Returns:
+        The decoded value.
+
+    Raises:
+        ChecksumMissing, ChecksumMismatch, UnsupportedChecksum: see :func:`verify_postfix`.
+        BlobDecodeError: the checksum matched but the document does not decode (the
+            codec's SerealError is the ``__cause__``).
+    """
+    document = verify_postfix(data, key, required=required)
+    kwargs: dict[str, Any] = {}
+    if binary is not None:
+        kwargs["binary"] = binary
+    if max_depth is not None:
+        kwargs["max_depth"] = max_depth
+    if max_decompressed_size is not None:
+        kwargs["max_decompressed_size"] = max_decompressed_size
+    try:
+        return sereal.decode(bytes(document), **kwargs)
+    except SerealError as e:
+        raise BlobDecodeError(key, f"Sereal document does not decode: {e}") from e

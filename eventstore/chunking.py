@@ -1,0 +1,362 @@
+"""Cutting events, or an existing Sereal array blob, into stored chunks of bounded size.
+
+A chunk is what we store under one chunk key: a **blob** (a Sereal document whose body is
+an array of events, plus the checksum postfix of :mod:`eventstore.blob`). Each chunk is a
+valid standalone document; the chunks' arrays concatenated, in order, are the input.
+
+**The limit** ``chunk_max_bytes`` (default 500 000) applies to the stored bytes:
+compressed document plus postfix. Compression makes the size of a group of events
+unknowable before encoding it, so the policy is *estimate, encode, re-split*:
+
+1. Weigh every element: its uncompressed encoded size (an event encoded alone, or the
+   element's byte span in the blob's body).
+2. Encode everything as one chunk; if it fits, done. Otherwise the ratio stored bytes /
+   total weight estimates what a group will cost; cut the elements greedily into groups
+   whose estimated cost is at most ``FILL`` (90 %) of the limit.
+3. Encode each group. A group over the limit is split in two halves by count and each
+   half encoded again (binary split) until every chunk fits. A group of one element
+   over the limit raises :class:`EventTooLarge` with its index and stored size.
+
+No chunk ever exceeds the limit; an estimate that is too low costs one more encode of the
+offending group, never an oversized chunk. Pure logic, no I/O.
+
+:func:`split_blob` does the same for a blob written by an external aggregator (Perl's
+Sereal::Encoder, dedupe on, zstd/zlib/snappy/raw) *without decoding it to Python
+objects*: the compiled splitter (``eventstore.sereal._sereal``) walks the body at element
+boundaries and rewrites the back-references (COPY) that would cross a cut.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from eventstore import sereal
+from eventstore.blob import add_postfix, pack_blob, postfix_length, verify_postfix
+from eventstore.errors import EventTooLarge, NotAnArrayBlob, SplitterUnavailable
+from eventstore.sereal import compression, tags
+from eventstore.sereal.errors import SerealError
+
+__all__ = [
+    "CHUNK_MAX_BYTES",
+    "FILL",
+    "Chunk",
+    "chunk_events",
+    "split_blob",
+    "splitter_available",
+]
+
+#: Default limit of a stored chunk, in bytes (the seed's 500 KB).
+CHUNK_MAX_BYTES = 500_000
+#: Fraction of the limit the estimate aims at, leaving room for estimation error.
+FILL = 0.9
+#: Default cap on a blob's decompressed body in :func:`split_blob` (as the codec's).
+MAX_DECOMPRESSED_BYTES = 256 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """One stored chunk.
+
+    Attributes:
+        data: the blob bytes (Sereal document + checksum postfix), ``len(data) <=
+            chunk_max_bytes``.
+        start, stop: the chunk holds elements ``[start, stop)`` of the input, 0-based.
+    """
+
+    data: bytes
+    start: int
+    stop: int
+
+    @property
+    def count(self) -> int:
+        """Number of events in the chunk."""
+        return self.stop - self.start
+
+
+def _check_limit(chunk_max_bytes: int) -> None:
+    if not isinstance(chunk_max_bytes, int) or chunk_max_bytes <= postfix_length() + 16:
+        raise ValueError(f"chunk_max_bytes must be an int > 32, got {chunk_max_bytes!r}")
+
+
+def _groups(weights: Sequence[int], budget: float) -> list[tuple[int, int]]:
+    """Greedy cut of elements into ranges whose total weight stays within ``budget``."""
+    ranges: list[tuple[int, int]] = []
+    start, total = 0, 0
+    for i, w in enumerate(weights):
+        if i > start and total + w > budget:
+            ranges.append((start, i))
+            start, total = i, 0
+        total += w
+    if start < len(weights):
+        ranges.append((start, len(weights)))
+    return ranges
+
+
+def _build(
+    ranges: list[tuple[int, int]],
+    make: Callable[[int, int], bytes],
+    chunk_max_bytes: int,
+) -> list[Chunk]:
+    """Encode each range; binary-split any that comes out over the limit."""
+    out: list[Chunk] = []
+    stack = list(reversed(ranges))
+    while stack:
+        a, b = stack.pop()
+        data = make(a, b)
+        if len(data) <= chunk_max_bytes:
+            out.append(Chunk(data, a, b))
+        elif b - a == 1:
+            raise EventTooLarge(a, len(data), chunk_max_bytes)
+        else:
+            mid = (a + b) // 2
+            stack.append((mid, b))
+            stack.append((a, mid))  # popped first: output stays in input order
+    return out
+
+
+def _plan(
+    weights: Sequence[int],
+    whole: bytes,
+    make: Callable[[int, int], bytes],
+    chunk_max_bytes: int,
+) -> list[Chunk]:
+    n = len(weights)
+    if len(whole) <= chunk_max_bytes:
+        return [Chunk(whole, 0, n)]
+    ratio = len(whole) / max(sum(weights), 1)
+    budget = chunk_max_bytes * FILL / ratio
+    return _build(_groups(weights, budget), make, chunk_max_bytes)
+
+
+def chunk_events(
+    events: Sequence[Any],
+    *,
+    chunk_max_bytes: int = CHUNK_MAX_BYTES,
+    compress: str | None = "zstd",
+    level: int | None = None,
+    dedupe_strings: bool = True,
+    protocol: int | None = None,
+) -> list[Chunk]:
+    """Cut a list of events into blobs of at most ``chunk_max_bytes`` stored bytes.
+
+    Args:
+        events: the events, in order (usually dicts).
+        chunk_max_bytes: limit of one stored chunk (compressed document + postfix).
+        compress, level, dedupe_strings, protocol: Sereal encoder options, see
+            :func:`eventstore.blob.pack_blob`.
+
+    Returns:
+        The chunks in order; their events concatenated are ``events``. No chunk for an
+        empty list (an epoch without events has nothing to store).
+
+    Raises:
+        EventTooLarge: one event alone takes more than ``chunk_max_bytes`` stored.
+        eventstore.sereal.errors.SerealEncodeError: an event cannot be encoded.
+        ValueError: ``chunk_max_bytes`` too small to hold any blob.
+    """
+    _check_limit(chunk_max_bytes)
+    if not events:
+        return []
+    items = list(events)
+    opts: dict[str, Any] = {"compress": compress, "dedupe_strings": dedupe_strings}
+    if level is not None:
+        opts["level"] = level
+    if protocol is not None:
+        opts["protocol"] = protocol
+
+    def make(a: int, b: int) -> bytes:
+        return pack_blob(items[a:b], **opts)
+
+    whole = make(0, len(items))
+    if len(whole) <= chunk_max_bytes:
+        return [Chunk(whole, 0, len(items))]
+    raw = {k: v for k, v in opts.items() if k not in ("compress", "level")}
+    weights = [len(sereal.encode(e, compress=None, **raw)) for e in items]
+    return _plan(weights, whole, make, chunk_max_bytes)
+
+
+# -- splitting an existing blob ----------------------------------------------------------
+
+
+def splitter_available() -> bool:
+    """True when the compiled splitter primitives are built and implemented."""
+    try:
+        # The compiled core is optional at import time (built by setup.py).
+        from eventstore.sereal._sereal import array_layout  # noqa: PLC0415
+    except ImportError:
+        return False
+    probe = bytes((tags.REFN, tags.ARRAY, 0))  # the body of []
+    try:
+        array_layout(probe, 0, len(probe), -1)
+    except NotImplementedError:  # the module is built but the splitter is a stub
+        return False
+    return True
+
+
+def _varint(data: bytes | memoryview, pos: int, end: int, what: str) -> tuple[int, int]:
+    value, shift = 0, 0
+    while True:
+        if pos >= end or shift > 63:
+            raise NotAnArrayBlob(f"truncated or oversized varint ({what}) at byte {pos}")
+        byte = data[pos]
+        pos += 1
+        value |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return value, pos
+        shift += 7
+
+
+def _put_varint(n: int) -> bytes:
+    out = bytearray()
+    while n >= 0x80:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
+@dataclass(frozen=True)
+class _Document:
+    version: int
+    compression: int
+    suffix: bytes  # the header suffix: its varint length and the bytes (user header)
+    body: bytes  # decompressed
+
+
+def _read_document(doc: bytes | memoryview, cap: int) -> _Document:
+    n = len(doc)
+    magic = bytes(doc[:4])
+    if n < 6 or magic not in (tags.MAGIC_V1, tags.MAGIC_V3):
+        raise NotAnArrayBlob("not a Sereal document (bad magic)")
+    vt = doc[4]
+    version, ctype = vt & 0x0F, vt >> 4
+    if version < 2 or (magic == tags.MAGIC_V3) != (version >= 3):
+        raise NotAnArrayBlob(f"protocol {version} documents cannot be split (need 2+)")
+    suffix_len, pos = _varint(doc, 5, n, "header suffix length")
+    if pos + suffix_len > n:
+        raise NotAnArrayBlob("header suffix runs past the end")
+    pos += suffix_len
+    suffix = bytes(doc[5:pos])
+    rest = bytes(doc[pos:])
+    try:
+        if ctype == tags.TYPE_RAW:
+            body = rest
+        elif ctype == tags.TYPE_SNAPPY_INCR:
+            clen, p = _varint(rest, 0, len(rest), "snappy length")
+            if p + clen != len(rest):
+                raise NotAnArrayBlob("snappy body length disagrees with the document")
+            body = compression.snappy_decompress(rest[p:], cap, pos + p)
+        elif ctype == tags.TYPE_ZLIB:
+            ulen, p = _varint(rest, 0, len(rest), "zlib uncompressed length")
+            clen, p = _varint(rest, p, len(rest), "zlib compressed length")
+            if p + clen != len(rest):
+                raise NotAnArrayBlob("zlib body length disagrees with the document")
+            body = compression.zlib_decompress(rest[p:], ulen, cap, pos + p)
+        elif ctype == tags.TYPE_ZSTD:
+            clen, p = _varint(rest, 0, len(rest), "zstd length")
+            if p + clen != len(rest):
+                raise NotAnArrayBlob("zstd body length disagrees with the document")
+            body = compression.zstd_decompress(rest[p:], cap, pos + p)
+        else:
+            raise NotAnArrayBlob(f"unsupported compression type {ctype}")
+    except SerealError as e:
+        raise NotAnArrayBlob(f"body does not decompress: {e}") from e
+    return _Document(version, ctype, suffix, body)
+
+
+_COMPRESSION = {
+    None: tags.TYPE_RAW,
+    "none": tags.TYPE_RAW,
+    "snappy": tags.TYPE_SNAPPY_INCR,
+    "zlib": tags.TYPE_ZLIB,
+    "zstd": tags.TYPE_ZSTD,
+}
+
+
+def _write_document(
+    suffix: bytes, version: int, body: bytes, compress: str | None, level: int | None
+) -> bytes:
+    ctype = _COMPRESSION[compress]
+    # zlib needs protocol 3, zstd 4; the body's 1-based offsets are the same in 2..5.
+    version = max(version, {0: 2, 2: 2, 3: 3, 4: 4}[ctype])
+    magic = tags.MAGIC_V3 if version >= 3 else tags.MAGIC_V1
+    head = magic + bytes((version | (ctype << 4),)) + suffix
+    if ctype == tags.TYPE_RAW:
+        payload = body
+    elif ctype == tags.TYPE_SNAPPY_INCR:
+        block = compression.snappy_compress(body)
+        payload = _put_varint(len(block)) + block
+    elif ctype == tags.TYPE_ZLIB:
+        z = compression.zlib_compress(
+            body, compression.ZLIB_DEFAULT_LEVEL if level is None else level
+        )
+        payload = _put_varint(len(body)) + _put_varint(len(z)) + z
+    else:
+        frame = compression.zstd_compress(
+            body, compression.ZSTD_DEFAULT_LEVEL if level is None else level
+        )
+        payload = _put_varint(len(frame)) + frame
+    return head + payload
+
+
+def split_blob(
+    blob: bytes | memoryview,
+    *,
+    key: str | None = None,
+    chunk_max_bytes: int = CHUNK_MAX_BYTES,
+    compress: str | None = "zstd",
+    level: int | None = None,
+    max_decompressed_size: int = MAX_DECOMPRESSED_BYTES,
+) -> list[Chunk]:
+    """Split a Sereal array blob into chunks without decoding its elements.
+
+    Args:
+        blob: a Sereal document (protocol 2+) whose body is an array (``REFN ARRAY``,
+            ``ARRAY`` or ``ARRAYREF_n``), compressed or not, with or without our
+            checksum postfix (verified when present).
+        key: the blob's name, for errors.
+        chunk_max_bytes: limit of one stored chunk (compressed document + postfix).
+        compress, level: compression of the chunks ("zstd", "zlib", "snappy", None).
+        max_decompressed_size: cap on the input's decompressed body, bytes.
+
+    Returns:
+        Chunks whose arrays, concatenated, are the blob's array element for element
+        (back-references that would cross a cut are rewritten, so each is standalone).
+
+    Raises:
+        SplitterUnavailable: the compiled splitter is not built.
+        NotAnArrayBlob: not a Sereal document, unsupported protocol or compression, or
+            its body is not an array.
+        EventTooLarge: one element alone exceeds ``chunk_max_bytes`` as a chunk.
+        ChecksumMismatch: the blob has our postfix and it does not match.
+    """
+    if not splitter_available():
+        raise SplitterUnavailable(
+            "eventstore.sereal._sereal.array_layout/extract_array are not built"
+        )
+    from eventstore.sereal._sereal import array_layout, extract_array  # noqa: PLC0415
+
+    _check_limit(chunk_max_bytes)
+    if compress not in _COMPRESSION:
+        raise ValueError(f"compress must be one of {sorted(map(str, _COMPRESSION))}")
+    view = verify_postfix(blob, key, required=False)
+    doc = _read_document(view, max_decompressed_size)
+    body = doc.body
+    try:
+        # positions in the decompressed body; protocol 2+ offsets are 1-based from pos 0
+        bounds: list[int] = array_layout(body, 0, len(body), -1)
+    except ValueError as e:
+        raise NotAnArrayBlob(f"blob {key!r}: body is not an array: {e}") from e
+    count = len(bounds) - 1
+    if count == 0:
+        return []
+    weights = [bounds[i + 1] - bounds[i] for i in range(count)]
+
+    def make(a: int, b: int) -> bytes:
+        part = extract_array(body, 0, len(body), -1, a, b)
+        return add_postfix(_write_document(doc.suffix, doc.version, part, compress, level))
+
+    whole = make(0, count)
+    return _plan(weights, whole, make, chunk_max_bytes)

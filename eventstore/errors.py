@@ -1,0 +1,140 @@
+"""The root exception of the ``eventstore`` package and the leaves for names, blobs and chunks.
+
+Every error raised on purpose by ``eventstore`` is an :class:`EventStoreError`. Leaves are
+named for what happened and carry the identifiers needed to act on them (the key, the
+part of a key, the index of an event). ``retriable`` says whether trying again (another
+replica, another node) can help; it is a class attribute so handlers can decide without
+parsing messages. The Riak client's errors live in ``eventstore.riak`` and the Sereal
+codec's in ``eventstore.sereal.errors``; they are translated at those boundaries.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+
+class EventStoreError(Exception):
+    """Root of every error the ``eventstore`` package raises on purpose."""
+
+    retriable: ClassVar[bool] = False
+
+
+# -- names ------------------------------------------------------------------------------
+
+
+class InvalidName(EventStoreError, ValueError):  # noqa: N818 (STYLE.md names errors for what happened)
+    """A key, metadata value or namespace name does not follow the naming contract.
+
+    Args:
+        text: the whole offending text (a chunk key, metadata key, metadata value, ...).
+        part: which part is wrong (``"epoch"``, ``"dc"``, ``"type"``, ``"subtype"``,
+            ``"chunk"``, ``"entry 3"``, ...), or ``"key"`` when the shape itself is wrong.
+        reason: what is wrong with it, in words.
+    """
+
+    what: ClassVar[str] = "name"
+
+    def __init__(self, text: str, part: str, reason: str) -> None:
+        self.text = text
+        self.part = part
+        self.reason = reason
+        super().__init__(f"invalid {self.what} {text!r}: {part}: {reason}")
+
+    def __reduce__(self) -> tuple[type[InvalidName], tuple[str, str, str]]:
+        return (type(self), (self.text, self.part, self.reason))
+
+
+class InvalidKey(InvalidName):
+    """A chunk key or metadata key is malformed (see ``eventstore/DESIGN.md``)."""
+
+    what = "key"
+
+
+class InvalidMetadataValue(InvalidName):
+    """A metadata value (``type:subtype:chunk`` entries joined by ``|``) is malformed."""
+
+    what = "metadata value"
+
+
+# -- blobs ------------------------------------------------------------------------------
+
+
+class BlobError(EventStoreError):
+    """A stored blob cannot be read back.
+
+    Args:
+        key: the Riak key the blob was read from, or None when the caller gave none.
+        reason: what is wrong, in words.
+    """
+
+    def __init__(self, key: str | None, reason: str) -> None:
+        self.key = key
+        self.reason = reason
+        where = f"blob {key!r}" if key is not None else "blob"
+        super().__init__(f"{where}: {reason}")
+
+    def __reduce__(self) -> tuple[type[BlobError], tuple[str | None, str]]:
+        return (type(self), (self.key, self.reason))
+
+
+class ChecksumMismatch(BlobError):  # noqa: N818 (STYLE.md names errors for what happened)
+    """The checksum postfix does not match the document, or is malformed or cut off.
+
+    Retriable: another replica of the same key may hold intact bytes.
+    """
+
+    retriable = True
+
+
+class ChecksumMissing(ChecksumMismatch):
+    """The blob has no checksum postfix (a truncated blob looks like this too)."""
+
+
+class UnsupportedChecksum(BlobError):  # noqa: N818 (STYLE.md names errors for what happened)
+    """The postfix names a checksum algorithm this version does not know."""
+
+
+class BlobDecodeError(BlobError):
+    """The checksum matched but the Sereal document inside does not decode.
+
+    The original :class:`eventstore.sereal.errors.SerealError` is the ``__cause__``.
+    Not retriable: identical bytes are on every replica (the checksum proved it).
+    """
+
+
+# -- chunking ---------------------------------------------------------------------------
+
+
+class ChunkingError(EventStoreError):
+    """Events or a blob cannot be cut into chunks."""
+
+
+class EventTooLarge(ChunkingError):  # noqa: N818 (STYLE.md names errors for what happened)
+    """One event alone, stored as a chunk, exceeds ``chunk_max_bytes``.
+
+    Args:
+        index: the event's 0-based index in the input list or blob array.
+        size_bytes: the stored size of a chunk holding only that event (compressed,
+            with postfix).
+        chunk_max_bytes: the limit it exceeds.
+    """
+
+    def __init__(self, index: int, size_bytes: int, chunk_max_bytes: int) -> None:
+        self.index = index
+        self.size_bytes = size_bytes
+        self.chunk_max_bytes = chunk_max_bytes
+        super().__init__(
+            f"event {index} needs {size_bytes} bytes as a chunk of its own, "
+            f"more than chunk_max_bytes={chunk_max_bytes}"
+        )
+
+    def __reduce__(self) -> tuple[type[EventTooLarge], tuple[int, int, int]]:
+        return (type(self), (self.index, self.size_bytes, self.chunk_max_bytes))
+
+
+class NotAnArrayBlob(ChunkingError):  # noqa: N818 (STYLE.md names errors for what happened)
+    """A blob given to ``split_blob`` is not a Sereal document whose body is an array."""
+
+
+class SplitterUnavailable(ChunkingError):  # noqa: N818 (STYLE.md names errors for what happened)
+    """The compiled splitter (``eventstore.sereal._sereal.array_layout``) is not built."""
