@@ -1,0 +1,115 @@
+"""The devnode's ASGI app: one routes list, one exception-handler table, one lifespan.
+
+The lifespan opens the :class:`~eventstore.devnode.state.Devnode` (store, props, ring,
+hook workers), runs the periodic purge of expired objects and old tombstones, and closes
+everything on shutdown (queued writes are committed before the store closes).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import AsyncIterator
+
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import PlainTextResponse, Response
+from starlette.routing import Route
+
+from eventstore.devnode import http_admin, http_objects
+from eventstore.devnode.errors import DevnodeError, ObjectNotFound
+from eventstore.devnode.settings import DevnodeSettings
+from eventstore.devnode.state import Devnode
+
+log = logging.getLogger(__name__)
+
+_OBJECT_METHODS = ["GET", "HEAD", "PUT", "POST", "DELETE"]
+
+
+async def _object(request: Request) -> Response:
+    if request.method in ("GET", "HEAD"):
+        return await http_objects.get_object(request)
+    if request.method == "DELETE":
+        return await http_objects.delete_object(request)
+    return await http_objects.put_object(request)
+
+
+ROUTES = [
+    Route("/ping", http_admin.ping, methods=["GET", "HEAD"]),
+    Route("/stats", http_admin.stats, methods=["GET"]),
+    Route("/types/{bucket_type}/props", http_admin.type_props, methods=["GET", "PUT"]),
+    Route(
+        "/types/{bucket_type}/buckets/{bucket}/props",
+        http_admin.bucket_props,
+        methods=["GET", "PUT"],
+    ),
+    Route("/buckets/{bucket}/props", http_admin.bucket_props, methods=["GET", "PUT"]),
+    Route(
+        "/types/{bucket_type}/buckets/{bucket}/keys/{key:path}", _object, methods=_OBJECT_METHODS
+    ),
+    Route("/buckets/{bucket}/keys/{key:path}", _object, methods=_OBJECT_METHODS),
+]
+
+
+async def _devnode_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, DevnodeError)
+    headers = {}
+    if isinstance(exc, ObjectNotFound) and exc.tombstone_vclock is not None:
+        headers = {"X-Riak-Deleted": "true", "X-Riak-Vclock": exc.tombstone_vclock}
+    if exc.status >= 500:
+        log.error("request %s %s failed: %s", request.method, request.url.path, exc.message)
+    return PlainTextResponse(exc.message + "\n", status_code=exc.status, headers=headers)
+
+
+async def _http_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, HTTPException)
+    return PlainTextResponse(exc.detail + "\n", status_code=exc.status_code, headers=exc.headers)
+
+
+EXCEPTION_HANDLERS = {DevnodeError: _devnode_error, HTTPException: _http_error}
+
+
+async def _purge_forever(devnode: Devnode) -> None:
+    """Reap expired objects and old tombstones every ``purge_interval_s``."""
+    settings = devnode.settings
+    while True:
+        await asyncio.sleep(settings.purge_interval_s)
+        while True:
+            done = await devnode.wait(
+                devnode.store.purge_due(int(time.time() * 1000), settings.purge_batch)
+            )
+            devnode.purged += done
+            if done:
+                log.info("purge: reaped %d expired objects or tombstones", done)
+            if done < settings.purge_batch:
+                break
+
+
+def create_app(settings: DevnodeSettings) -> Starlette:
+    """The devnode app for ``settings``; its lifespan owns the store and the hook."""
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        devnode = Devnode(settings)
+        app.state.devnode = devnode
+        purge = asyncio.create_task(_purge_forever(devnode), name="devnode-purge")
+        log.info(
+            "devnode: serving %s with %d bucket types, ring of %d nodes x %d partitions",
+            settings.data_dir,
+            len(settings.bucket_types),
+            len(settings.nodes),
+            settings.ring_size,
+        )
+        try:
+            yield
+        finally:
+            purge.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await purge
+            devnode.close()
+            log.info("devnode: closed %s", settings.data_dir)
+
+    return Starlette(routes=ROUTES, exception_handlers=EXCEPTION_HANDLERS, lifespan=lifespan)

@@ -1,0 +1,263 @@
+"""Object requests: GET/HEAD, PUT/POST and DELETE on ``.../buckets/B/keys/K``.
+
+Status codes and headers follow riak_kv's ``riak_kv_wm_object`` resource:
+GET 200 (304 on a matching If-None-Match), 404 ``not found`` (with
+``X-Riak-Deleted: true`` and the tombstone's ``X-Riak-Vclock`` for a deleted key);
+PUT 204, or 200 with the object when ``returnbody=true``; 400 without Content-Type or
+with a bad option; 415 for a Content-Type that is not ``type/subtype``; 413 over the
+size limit; DELETE 204, or 404 when nothing live is there. 300 is never produced: every
+bucket type here has last_write_wins.
+
+Quorum options are validated as Riak validates them (values and n_val violations) and
+are then trivially met: one process holds every replica. Path segments are always
+percent-decoded (as Riak does with ``http_url_encoding = on``).
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import secrets
+import struct
+import time
+from email.utils import formatdate
+from typing import Any
+from urllib.parse import unquote_to_bytes
+
+from starlette.requests import Request
+from starlette.responses import Response
+
+from eventstore.devnode import records
+from eventstore.devnode.buckets import is_quorum, resolve_quorum
+from eventstore.devnode.errors import (
+    BadRequest,
+    EntityTooLarge,
+    ObjectNotFound,
+    UnsupportedMediaType,
+)
+from eventstore.devnode.records import StoredObject
+from eventstore.devnode.state import Devnode
+
+_BASE62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+_META_PREFIX = "x-riak-meta-"
+_GET_QUORUMS = ("r", "pr")
+_PUT_QUORUMS = ("w", "dw", "pw")
+_DELETE_QUORUMS = ("rw", "r", "w", "pr", "pw", "dw")
+_BOOLEANS = ("basic_quorum", "notfound_ok", "asis", "returnbody")
+
+
+def parse_location(request: Request) -> tuple[str, str, str]:
+    """(bucket_type, bucket, key) from the raw path, each segment percent-decoded.
+
+    Raises:
+        BadRequest: a segment is not UTF-8 or the key is empty.
+    """
+    raw = request.scope.get("raw_path") or request.url.path.encode()
+    parts = bytes(raw).split(b"/")
+    # ['', 'types', T, 'buckets', B, 'keys', K...] or ['', 'buckets', B, 'keys', K...]
+    if parts[1] == b"types":
+        type_raw, bucket_raw, key_parts = parts[2], parts[4], parts[6:]
+    else:
+        type_raw, bucket_raw, key_parts = b"default", parts[2], parts[4:]
+    try:
+        bucket_type = unquote_to_bytes(type_raw).decode()
+        bucket = unquote_to_bytes(bucket_raw).decode()
+        key = "/".join(unquote_to_bytes(p).decode() for p in key_parts)
+    except UnicodeDecodeError as e:
+        raise BadRequest(f"path segment is not UTF-8: {e}") from e
+    if not key:
+        raise BadRequest("Key cannot be zero-length")
+    return bucket_type, bucket, key
+
+
+def check_options(request: Request, props: dict[str, Any], quorums: tuple[str, ...]) -> None:
+    """Validate Riak's request options as riak_kv_wm_object does.
+
+    Raises:
+        BadRequest: a malformed value, or a quorum larger than the bucket's n_val.
+    """
+    params = request.query_params
+    n_val = int(props["n_val"])
+    for name in quorums:
+        text = params.get(name)
+        if text is None:
+            continue
+        value: int | str = int(text) if text.isdigit() else text
+        if not is_quorum(value):
+            raise BadRequest(
+                f"{name} query parameter must be an integer or one of the following words: "
+                "'one', 'quorum' or 'all'"
+            )
+        if resolve_quorum(value, n_val, props.get(name, "quorum")) > n_val:
+            raise BadRequest(f"Specified w/dw/pw values invalid for bucket n value of {n_val}")
+    for name in _BOOLEANS:
+        text = params.get(name)
+        if text is not None and text.lower() not in ("true", "false", "default"):
+            raise BadRequest(f"{name} query parameter must be true or false")
+    timeout = params.get("timeout")
+    if timeout is not None and not timeout.isdigit():
+        raise BadRequest(f"Bad timeout value {timeout!r}")
+
+
+async def get_object(request: Request) -> Response:
+    """GET/HEAD an object."""
+    devnode: Devnode = request.app.state.devnode
+    bucket_type, bucket, key = parse_location(request)
+    props = devnode.registry.bucket_props(bucket_type, bucket)
+    check_options(request, props, _GET_QUORUMS)
+    now_s = time.time()
+    devnode.gets.add(now_s)
+    obj = _live(devnode, records.location_key(bucket_type, bucket, key), now_s)
+    etag = f'"{obj.vtag}"'
+    if request.headers.get("if-none-match") == etag:
+        return Response(status_code=304, headers={"ETag": etag})
+    headers = object_headers(bucket_type, bucket, obj)
+    body = b"" if request.method == "HEAD" else obj.value
+    if request.method == "HEAD":
+        headers["Content-Length"] = str(len(obj.value))
+    return Response(body, status_code=200, headers=headers)
+
+
+async def put_object(request: Request) -> Response:
+    """PUT (or POST) an object: store it durably, then fire the post-commit hook."""
+    devnode: Devnode = request.app.state.devnode
+    bucket_type, bucket, key = parse_location(request)
+    props = devnode.registry.bucket_props(bucket_type, bucket)
+    check_options(request, props, _PUT_QUORUMS)
+    content_type, charset = _content_type(request)
+    value = await _body(request, devnode.settings.max_object_bytes)
+    now_s = time.time()
+    expiry_s = devnode.expiry_s(bucket_type)
+    write_ms = int(now_s * 1000)
+    obj = StoredObject(
+        value=value,
+        content_type=content_type,
+        charset=charset,
+        usermeta=tuple(
+            (name, v) for name, v in request.headers.items() if name.startswith(_META_PREFIX)
+        ),
+        vclock=_new_vclock(write_ms),
+        vtag=_new_vtag(),
+        write_time_ms=write_ms,
+        purge_at_ms=write_ms + int(expiry_s * 1000) if expiry_s else 0,
+    )
+    loc_key = records.location_key(bucket_type, bucket, key)
+    await devnode.wait(devnode.store.write(loc_key, obj))
+    devnode.puts.add(now_s)
+    if any(h.get("mod") == devnode.settings.hook.module for h in props.get("postcommit", ())):
+        devnode.hook.submit(key, value)
+    if request.query_params.get("returnbody", "").lower() == "true":
+        return Response(
+            obj.value, status_code=200, headers=object_headers(bucket_type, bucket, obj)
+        )
+    return Response(status_code=204)
+
+
+async def delete_object(request: Request) -> Response:
+    """DELETE an object: write a tombstone that reads as 404 until it is reaped."""
+    devnode: Devnode = request.app.state.devnode
+    bucket_type, bucket, key = parse_location(request)
+    props = devnode.registry.bucket_props(bucket_type, bucket)
+    check_options(request, props, _DELETE_QUORUMS)
+    now_s = time.time()
+    loc_key = records.location_key(bucket_type, bucket, key)
+    _live(devnode, loc_key, now_s)
+    now_ms = int(now_s * 1000)
+    tombstone = StoredObject(
+        value=b"",
+        content_type="application/octet-stream",
+        vclock=_new_vclock(now_ms),
+        vtag=_new_vtag(),
+        write_time_ms=now_ms,
+        purge_at_ms=now_ms + max(1, int(devnode.settings.tombstone_ttl_s * 1000)),
+        tombstone=True,
+    )
+    await devnode.wait(devnode.store.write(loc_key, tombstone))
+    devnode.deletes.add(now_s)
+    return Response(status_code=204)
+
+
+def object_headers(bucket_type: str, bucket: str, obj: StoredObject) -> dict[str, str]:
+    """The headers Riak sends with an object (GET 200 and PUT returnbody)."""
+    content_type = obj.content_type + (f"; charset={obj.charset}" if obj.charset else "")
+    up = (
+        f"/buckets/{bucket}"
+        if bucket_type == "default"
+        else f"/types/{bucket_type}/buckets/{bucket}"
+    )
+    headers = {
+        "Content-Type": content_type,
+        "X-Riak-Vclock": obj.vclock,
+        "Vary": "Accept-Encoding",
+        "Last-Modified": formatdate(obj.write_time_ms / 1000, usegmt=True),
+        "ETag": f'"{obj.vtag}"',
+        "Link": f'<{up}>; rel="up"',
+    }
+    headers.update(obj.usermeta)
+    return headers
+
+
+def _live(devnode: Devnode, loc_key: bytes, now_s: float) -> StoredObject:
+    """The live object at ``loc_key``.
+
+    Raises:
+        ObjectNotFound: absent, expired, or a tombstone (then with its vclock).
+    """
+    obj = devnode.store.read(loc_key)
+    if obj is None:
+        raise ObjectNotFound("not found")
+    now_ms = int(now_s * 1000)
+    if obj.purge_at_ms and obj.purge_at_ms <= now_ms:
+        # Expired (or a tombstone past its time): gone for readers; reap it now.
+        devnode.expired_reads += 1
+        devnode.store.purge_one(loc_key, obj.write_time_ms)
+        raise ObjectNotFound("not found")
+    if obj.tombstone:
+        raise ObjectNotFound("not found", tombstone_vclock=obj.vclock)
+    return obj
+
+
+def _content_type(request: Request) -> tuple[str, str | None]:
+    raw = request.headers.get("content-type")
+    if raw is None:
+        raise BadRequest("Missing Content-Type request header")
+    media, *params = [p.strip() for p in raw.split(";")]
+    if len([p for p in media.split("/") if p]) != 2:
+        raise UnsupportedMediaType(
+            f'"{media}" is not a valid media type for the Content-type header.'
+        )
+    charset = None
+    for param in params:
+        name, _, value = param.partition("=")
+        if name.strip().lower() == "charset":
+            charset = value.strip().strip('"')
+    return media, charset
+
+
+async def _body(request: Request, limit: int) -> bytes:
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > limit:
+        raise EntityTooLarge(f"object of {declared} bytes exceeds the limit of {limit} bytes")
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise EntityTooLarge(f"object exceeds the limit of {limit} bytes")
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _new_vtag() -> str:
+    """A random 22-character base-62 id, like Riak's vtags."""
+    n = int.from_bytes(secrets.token_bytes(16), "big")
+    out = []
+    while n:
+        n, r = divmod(n, 62)
+        out.append(_BASE62[r])
+    return "".join(out) or "0"
+
+
+def _new_vclock(write_ms: int) -> str:
+    """An opaque vclock: unique per write. Clients pass it back; the devnode ignores it."""
+    return base64.b64encode(b"dn" + struct.pack("!Q", write_ms) + os.urandom(6)).decode()

@@ -1,0 +1,99 @@
+"""Shared pytest options and server fixtures.
+
+``--riak-url=http://host:8098`` points the store contract suite (``tests/contract``) at
+a real Riak (or any devnode already running); without it, one devnode subprocess is
+started for the session on a free loopback port. Fixtures that start servers wait for
+health and print the server's log when a test using them fails.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Generator, Iterator
+from pathlib import Path
+
+import pytest
+
+from eventstore.devnode.testing import DevnodeProcess
+from eventstore.riak import Retry, RiakClient
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--riak-url",
+        default=None,
+        help="run the store contract suite against this Riak HTTP URL instead of a devnode",
+    )
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    # Remember each phase's report on the item, so fixtures can see whether it failed.
+    report = yield
+    setattr(item, f"report_{report.when}", report)
+    return report
+
+
+def failed(request: pytest.FixtureRequest) -> bool:
+    """Whether the test using this fixture failed in setup or call."""
+    return any(
+        getattr(getattr(request.node, f"report_{when}", None), "failed", False)
+        for when in ("setup", "call")
+    )
+
+
+@pytest.fixture(scope="session")
+def session_devnode(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevnodeProcess]:
+    """One devnode process for the whole session (default config)."""
+    node = DevnodeProcess(tmp_path_factory.mktemp("devnode") / "data").start()
+    yield node
+    node.stop()
+
+
+@pytest.fixture(scope="session")
+def riak_url(request: pytest.FixtureRequest) -> str:
+    """The URL the contract suite runs against: ``--riak-url`` or the session devnode."""
+    given = request.config.getoption("--riak-url")
+    if given:
+        return str(given).rstrip("/")
+    node: DevnodeProcess = request.getfixturevalue("session_devnode")
+    return node.url
+
+
+@pytest.fixture
+def riak(request: pytest.FixtureRequest, riak_url: str) -> Iterator[RiakClient]:
+    """A client of the store under test; prints the devnode's log if the test failed."""
+    client = RiakClient([riak_url], retry=Retry(max_tries=3, deadline_s=10.0))
+    yield client
+    client.close()
+    if failed(request) and not request.config.getoption("--riak-url"):
+        node: DevnodeProcess = request.getfixturevalue("session_devnode")
+        print(f"--- devnode log ({node.log_path}) ---\n{node.log_text()[-20000:]}")
+
+
+@pytest.fixture
+def bucket() -> str:
+    """A bucket name of its own for each test (isolation without deleting anything)."""
+    return f"test-{uuid.uuid4().hex[:12]}"
+
+
+@pytest.fixture
+def devnode_factory(
+    request: pytest.FixtureRequest, tmp_path: Path
+) -> Iterator[type[DevnodeProcess]]:
+    """Start extra devnodes (own config, own data dir); all stopped after the test,
+    and their logs printed if it failed."""
+    started: list[DevnodeProcess] = []
+
+    class Factory(DevnodeProcess):
+        def start(self) -> DevnodeProcess:
+            started.append(self)
+            return super().start()
+
+    yield Factory
+    for node in started:
+        node.stop()
+        if failed(request):
+            print(f"--- devnode log ({node.log_path}) ---\n{node.log_text()[-20000:]}")

@@ -1,0 +1,244 @@
+"""The devnode's post-commit hook twin, with real companions standing in over HTTP.
+
+Companions are real HTTP servers (http.server in threads) on loopback ports; one logical
+node's companion URL is dead (nothing listens) and one hangs (accepts, never answers).
+Metadata is written through the Riak client; each live companion must receive exactly
+the chunk keys whose first preflist node it is, and the dead or hanging ones must never
+slow or fail a PUT, only be counted in /stats.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from eventstore.devnode.testing import DevnodeProcess, free_port
+from eventstore.riak import RiakClient
+from eventstore.ring import Ring
+
+pytestmark = pytest.mark.integration
+
+NODES = ["dev1@127.0.0.1", "dev2@127.0.0.1", "dev3@127.0.0.1", "dev4@127.0.0.1"]
+HOOK_TIMEOUT_S = 1.0
+
+
+class Companion:
+    """A companion stand-in recording every POST it receives."""
+
+    def __init__(self) -> None:
+        self.received: list[tuple[str, dict[str, Any]]] = []
+        received = self.received
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                body = self.rfile.read(int(self.headers["Content-Length"]))
+                received.append((self.path, json.loads(body)))
+                self.send_response(202)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def keys(self) -> list[str]:
+        return [k for _, body in self.received for k in body["keys"]]
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def companions() -> Iterator[dict[str, Companion]]:
+    live = {NODES[0]: Companion(), NODES[1]: Companion()}
+    yield live
+    for companion in live.values():
+        companion.close()
+
+
+@pytest.fixture
+def hanging_url() -> Iterator[str]:
+    """A URL whose server accepts connections and never answers."""
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(64)
+    yield f"http://127.0.0.1:{sock.getsockname()[1]}"
+    sock.close()
+
+
+def write_config(
+    path: Path, companions: dict[str, str], *, queue_max: int = 1024, workers: int = 4
+) -> Path:
+    lines = [
+        "[ring]",
+        "ring_size = 64",
+        "nodes = [" + ", ".join(f'"{n}"' for n in NODES) + "]",
+        "[hook]",
+        f"timeout_s = {HOOK_TIMEOUT_S}",
+        f"queue_max = {queue_max}",
+        f"workers = {workers}",
+        "[companions]",
+        *[f'"{node}" = "{url}"' for node, url in companions.items()],
+    ]
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def expected_groups(epoch: int, dc: str, entries: list[str]) -> dict[str, list[str]]:
+    """Independently of the routing module: key -> first preflist node of events/events."""
+    ring = Ring(NODES, 64)
+    groups: dict[str, list[str]] = {}
+    for entry in entries:
+        key = f"{epoch}:{dc}:{entry}"
+        node = ring.preflist("events", key, bucket_type="events", n_val=3)[0].node
+        groups.setdefault(node, []).append(key)
+    return groups
+
+
+def wait_for(predicate: Any, timeout_s: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.05)
+    raise AssertionError("condition not met in time")
+
+
+def test_each_companion_gets_exactly_its_keys(
+    tmp_path: Path,
+    devnode_factory: type[DevnodeProcess],
+    companions: dict[str, Companion],
+    hanging_url: str,
+) -> None:
+    urls = {node: c.url for node, c in companions.items()}
+    urls[NODES[2]] = f"http://127.0.0.1:{free_port()}"  # dead: nothing listens
+    urls[NODES[3]] = hanging_url
+    node = devnode_factory(tmp_path / "data", config=write_config(tmp_path / "devnode.toml", urls))
+    node.start()
+    all_expected: dict[str, list[str]] = {}
+    groups_total = 0
+    with RiakClient([node.url]) as riak:
+        slowest = 0.0
+        for epoch in range(1413813813, 1413813818):
+            entries = sorted(
+                f"type{t}:sub{s}:{c}" for t in range(3) for s in range(2) for c in range(4)
+            )
+            groups = expected_groups(epoch, "1", entries)
+            groups_total += len(groups)
+            for n, keys in groups.items():
+                all_expected.setdefault(n, []).extend(keys)
+            started = time.monotonic()
+            riak.put(
+                "epochs",
+                "epochs",
+                f"{epoch}-1",
+                "|".join(entries).encode(),
+                content_type="text/plain",
+            )
+            slowest = max(slowest, time.monotonic() - started)
+        # The hanging companion holds a worker for HOOK_TIMEOUT_S; no PUT may wait for it.
+        assert slowest < HOOK_TIMEOUT_S / 2
+
+        def settled() -> bool:
+            s = riak.stats()
+            return bool(
+                s["devnode_hook_sent_total"] + s["devnode_hook_failed_total"] >= groups_total
+            )
+
+        wait_for(settled, timeout_s=20)
+        stats = riak.stats()
+    for n, companion in companions.items():
+        assert sorted(companion.keys()) == sorted(all_expected[n])
+        assert all(path == "/v1/keys" for path, _ in companion.received)
+        assert all(
+            body["dc"] == "1" and isinstance(body["epoch"], int) for _, body in companion.received
+        )
+    failing = len([n for n in all_expected if n in (NODES[2], NODES[3])])
+    assert failing > 0
+    assert stats["devnode_hook_sent_total"] == sum(len(c.received) for c in companions.values())
+    assert stats["devnode_hook_failed_total"] == groups_total - stats["devnode_hook_sent_total"]
+    assert stats["devnode_hook_dropped_total"] == 0
+
+
+def test_one_post_per_node_with_epoch_and_dc(
+    tmp_path: Path, devnode_factory: type[DevnodeProcess], companions: dict[str, Companion]
+) -> None:
+    urls = {node: c.url for node, c in companions.items()}
+    node = devnode_factory(tmp_path / "data", config=write_config(tmp_path / "devnode.toml", urls))
+    node.start()
+    entries = ["type1:subtype1:0", "type1:subtype1:1", "type1:subtype1:2", "type3::0"]
+    groups = expected_groups(1413813813, "2", entries)
+    with RiakClient([node.url]) as riak:
+        riak.put(
+            "epochs",
+            "epochs",
+            "1413813813-2",
+            "|".join(entries).encode(),
+            content_type="text/plain",
+        )
+        wanted = len([n for n in groups if n in companions])
+        wait_for(lambda: sum(len(c.received) for c in companions.values()) >= wanted)
+    for n, companion in companions.items():
+        if n in groups:
+            assert companion.received == [
+                ("/v1/keys", {"epoch": 1413813813, "dc": "2", "keys": groups[n]})
+            ]
+        else:
+            assert companion.received == []
+
+
+def test_invalid_metadata_is_counted_and_stored(
+    tmp_path: Path, devnode_factory: type[DevnodeProcess], companions: dict[str, Companion]
+) -> None:
+    urls = {node: c.url for node, c in companions.items()}
+    node = devnode_factory(tmp_path / "data", config=write_config(tmp_path / "devnode.toml", urls))
+    node.start()
+    with RiakClient([node.url]) as riak:
+        riak.put("epochs", "epochs", "not-a-metadata-key", b"junk", content_type="text/plain")
+        riak.put("epochs", "epochs", "1413813813-1", b"type1::x", content_type="text/plain")
+        wait_for(lambda: riak.stats()["devnode_hook_invalid_total"] == 2)
+        assert riak.get("epochs", "epochs", "not-a-metadata-key").value == b"junk"
+    assert all(not c.received for c in companions.values())
+
+
+def test_queue_overflow_drops_and_counts_without_failing_puts(
+    tmp_path: Path, devnode_factory: type[DevnodeProcess], hanging_url: str
+) -> None:
+    urls = {n: hanging_url for n in NODES}
+    config = write_config(tmp_path / "devnode.toml", urls, queue_max=2, workers=1)
+    node = devnode_factory(tmp_path / "data", config=config)
+    node.start()
+    with RiakClient([node.url]) as riak:
+        started = time.monotonic()
+        for epoch in range(1413813813, 1413813833):
+            riak.put("epochs", "epochs", f"{epoch}-1", b"type1::0", content_type="text/plain")
+        assert time.monotonic() - started < HOOK_TIMEOUT_S * 2
+        stats = riak.stats()
+    assert stats["devnode_hook_dropped_total"] >= 15
+    assert stats["devnode_hook_enqueued_total"] + stats["devnode_hook_dropped_total"] == 20
+
+
+def test_writes_to_other_types_fire_no_hook(
+    tmp_path: Path, devnode_factory: type[DevnodeProcess], companions: dict[str, Companion]
+) -> None:
+    urls = {node: c.url for node, c in companions.items()}
+    node = devnode_factory(tmp_path / "data", config=write_config(tmp_path / "devnode.toml", urls))
+    node.start()
+    with RiakClient([node.url]) as riak:
+        riak.put("events", "epochs", "1413813813-1", b"type1::0")
+        riak.put(None, "epochs", "1413813813-1", b"type1::0")
+        time.sleep(0.3)
+        assert riak.stats()["devnode_hook_enqueued_total"] == 0
