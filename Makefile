@@ -14,10 +14,14 @@ SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 # Erlang/OTP: the ring hash is checked against a real erl, and the hook is built with erlc.
 APT_PACKAGES := libsereal-encoder-perl libsereal-decoder-perl libjson-pp-perl erlang-nox
 
-.PHONY: test lint unit bench system-deps venv clean
+.PHONY: test lint unit bench system-deps venv testdata clean
 
-test: venv lint
+test: venv lint testdata
 	$(BIN)/pytest
+
+# Sereal's own test data, from Debian's source package of the Perl decoder (not committed).
+testdata: system-deps
+	sh tests/interop/fetch_testdata.sh
 
 lint: venv
 	$(BIN)/ruff check .
