@@ -1,4 +1,5 @@
 # riak-events: set up and run.
+#   make run    install what is missing, then run the main job on the devnode
 #   make test   install what is missing (apt packages, virtualenv, the package with its
 #               compiled extension, dev tools), then lint, type-check and run every test
 #   make lint   ruff + mypy only
@@ -14,7 +15,11 @@ SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 # Erlang/OTP: the ring hash is checked against a real erl, and the hook is built with erlc.
 APT_PACKAGES := libsereal-encoder-perl libsereal-decoder-perl libjson-pp-perl erlang-nox
 
-.PHONY: test lint unit bench system-deps venv testdata clean
+.PHONY: run test lint unit bench system-deps venv testdata clean
+
+# The main job on the embedded default (the devnode): scripts/main_job.py says what it does.
+run: venv
+	$(BIN)/python scripts/main_job.py
 
 test: venv lint testdata
 	$(BIN)/pytest
