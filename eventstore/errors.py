@@ -22,7 +22,7 @@ class EventStoreError(Exception):
 # -- names ------------------------------------------------------------------------------
 
 
-class InvalidName(EventStoreError, ValueError):  # noqa: N818 (STYLE.md names errors for what happened)
+class InvalidName(EventStoreError, ValueError):
     """A key, metadata value or namespace name does not follow the naming contract.
 
     Args:
@@ -77,7 +77,7 @@ class BlobError(EventStoreError):
         return (type(self), (self.key, self.reason))
 
 
-class ChecksumMismatch(BlobError):  # noqa: N818 (STYLE.md names errors for what happened)
+class ChecksumMismatch(BlobError):
     """The checksum postfix does not match the document, or is malformed or cut off.
 
     Retriable: another replica of the same key may hold intact bytes.
@@ -90,7 +90,7 @@ class ChecksumMissing(ChecksumMismatch):
     """The blob has no checksum postfix (a truncated blob looks like this too)."""
 
 
-class UnsupportedChecksum(BlobError):  # noqa: N818 (STYLE.md names errors for what happened)
+class UnsupportedChecksum(BlobError):
     """The postfix names a checksum algorithm this version does not know."""
 
 
@@ -109,7 +109,7 @@ class ChunkingError(EventStoreError):
     """Events or a blob cannot be cut into chunks."""
 
 
-class EventTooLarge(ChunkingError):  # noqa: N818 (STYLE.md names errors for what happened)
+class EventTooLarge(ChunkingError):
     """One event alone, stored as a chunk, exceeds ``chunk_max_bytes``.
 
     Args:
@@ -132,9 +132,9 @@ class EventTooLarge(ChunkingError):  # noqa: N818 (STYLE.md names errors for wha
         return (type(self), (self.index, self.size_bytes, self.chunk_max_bytes))
 
 
-class NotAnArrayBlob(ChunkingError):  # noqa: N818 (STYLE.md names errors for what happened)
+class NotAnArrayBlob(ChunkingError):
     """A blob given to ``split_blob`` is not a Sereal document whose body is an array."""
 
 
-class SplitterUnavailable(ChunkingError):  # noqa: N818 (STYLE.md names errors for what happened)
+class SplitterUnavailable(ChunkingError):
     """The compiled splitter (``eventstore.sereal._sereal.array_layout``) is not built."""

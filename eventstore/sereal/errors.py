@@ -52,8 +52,10 @@ class BadBackReference(SerealDecodeError):
 
 
 class InvalidStructure(SerealDecodeError):
-    """Well-formed tags in a combination the spec forbids (a non-string hash key or
-    class name, a count larger than the remaining input, trailing bytes, ...)."""
+    """Well-formed tags in a combination the spec forbids (a non-string hash key,
+    class name or regexp part, trailing bytes after the body, a varint longer than 16
+    bytes or above 2**64 - 1, ...). A length or count larger than the remaining input
+    is :class:`TruncatedInput`."""
 
 
 class DepthExceeded(SerealDecodeError):

@@ -9,7 +9,7 @@ TYPE_RAW = 0
 TYPE_SNAPPY = 1  # protocol 1 only: the rest of the document is one Snappy block
 TYPE_SNAPPY_INCR = 2  # <varint length><snappy block>
 TYPE_ZLIB = 3  # <varint uncompressed length><varint compressed length><zlib stream>; v3+
-TYPE_ZSTD = 4  # <varint length><zstd frame>; v4+
+TYPE_ZSTD = 4  # <varint length><zstd frame>; v4+ (Perl also writes it at v3)
 HEADER_BIT_USER_META = 0x01
 
 # Body tags (low 7 bits; the high bit is the "track" flag)

@@ -7,6 +7,9 @@ without loss and re-encodes to the same Perl meaning.
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Callable
+from reprlib import recursive_repr
 from typing import Any
 
 #: Perl classes whose blessed scalar references are booleans; they decode to ``bool``.
@@ -21,6 +24,29 @@ BOOLEAN_CLASSES: frozenset[str] = frozenset(
         "Data::MessagePack::Boolean",
     }
 )
+
+
+_comparing = threading.local()  # .pairs: (id, id) of the comparisons under way
+
+
+def _cycle_safe_eq(a: object, b: object, compare: Callable[[], bool]) -> bool:
+    """``compare()`` for ``a == b``, safe on cyclic values (``$x = \\$x`` decodes to a
+    ``PerlRef`` whose value is itself). A comparison of the same pair already under
+    way further up the stack is a cycle: it is taken as equal, so two cycles of the
+    same shape are equal, and the recursion stops."""
+    if a is b:
+        return True
+    pairs: set[tuple[int, int]] | None = getattr(_comparing, "pairs", None)
+    if pairs is None:
+        pairs = _comparing.pairs = set()
+    key = (id(a), id(b))
+    if key in pairs:
+        return True
+    pairs.add(key)
+    try:
+        return compare()
+    finally:
+        pairs.discard(key)
 
 
 class PerlRef:
@@ -39,15 +65,12 @@ class PerlRef:
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, PerlRef):
             return NotImplemented
-        if self is other:
-            return True
-        return bool(self.value == other.value)
+        return _cycle_safe_eq(self, other, lambda: bool(self.value == other.value))
 
     __hash__ = None  # type: ignore[assignment]  # mutable
 
+    @recursive_repr()
     def __repr__(self) -> str:
-        if self.value is self:
-            return "PerlRef(<self>)"
         return f"PerlRef({self.value!r})"
 
 
@@ -59,7 +82,7 @@ class PerlObject:
     here). Re-encoding writes the same class and the same kind of tag.
     """
 
-    __slots__ = ("class_name", "value", "frozen")
+    __slots__ = ("class_name", "frozen", "value")
 
     def __init__(self, class_name: str, value: Any, frozen: bool = False) -> None:
         self.class_name = class_name
@@ -72,11 +95,12 @@ class PerlObject:
         return (
             self.class_name == other.class_name
             and self.frozen == other.frozen
-            and bool(self.value == other.value)
+            and _cycle_safe_eq(self, other, lambda: bool(self.value == other.value))
         )
 
     __hash__ = None  # type: ignore[assignment]  # mutable
 
+    @recursive_repr()
     def __repr__(self) -> str:
         kind = "frozen " if self.frozen else ""
         return f"PerlObject({kind}{self.class_name!r}, {self.value!r})"
@@ -86,7 +110,7 @@ class PerlRegexp:
     """A Perl regular expression ``qr/pattern/flags`` (not compiled: Perl and Python
     regex dialects differ)."""
 
-    __slots__ = ("pattern", "flags")
+    __slots__ = ("flags", "pattern")
 
     def __init__(self, pattern: str, flags: str = "") -> None:
         self.pattern = pattern

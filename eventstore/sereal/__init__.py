@@ -1,0 +1,73 @@
+"""Sereal: the binary format of every document this system stores.
+
+Our own implementation of the format (protocol 1 to 5, see ``DESIGN.md`` beside this
+file): :func:`encode`, :func:`decode`, :func:`decode_header`, :func:`looks_like_sereal`.
+The body codec is the compiled core when ``eventstore.sereal._sereal`` was built, else
+the pure-Python reference (``IMPLEMENTATION`` says which); ``eventstore.sereal.pure``
+always uses the reference.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import cast
+
+from eventstore.sereal.document import BodyCodec, Codec, Header
+from eventstore.sereal.errors import (
+    BadBackReference,
+    BadHeader,
+    DecompressionError,
+    DepthExceeded,
+    EncodeDepthExceeded,
+    InvalidStructure,
+    SerealDecodeError,
+    SerealEncodeError,
+    SerealError,
+    SizeLimitExceeded,
+    TruncatedInput,
+    UnencodableValue,
+    UnknownTag,
+    UnsupportedVersion,
+)
+from eventstore.sereal.types import PerlObject, PerlRef, PerlRegexp
+
+_backend: BodyCodec
+try:
+    _backend = cast(BodyCodec, importlib.import_module("eventstore.sereal._sereal"))
+    IMPLEMENTATION = "c"
+except ImportError:  # not built: the pure reference behaves the same, only slower
+    from eventstore.sereal.pure import backend as _backend
+
+    IMPLEMENTATION = "pure"
+
+_codec = Codec(_backend)
+encode = _codec.encode
+decode = _codec.decode
+decode_header = _codec.decode_header
+looks_like_sereal = Codec.looks_like_sereal
+
+__all__ = [
+    "IMPLEMENTATION",
+    "BadBackReference",
+    "BadHeader",
+    "DecompressionError",
+    "DepthExceeded",
+    "EncodeDepthExceeded",
+    "Header",
+    "InvalidStructure",
+    "PerlObject",
+    "PerlRef",
+    "PerlRegexp",
+    "SerealDecodeError",
+    "SerealEncodeError",
+    "SerealError",
+    "SizeLimitExceeded",
+    "TruncatedInput",
+    "UnencodableValue",
+    "UnknownTag",
+    "UnsupportedVersion",
+    "decode",
+    "decode_header",
+    "encode",
+    "looks_like_sereal",
+]

@@ -1,0 +1,129 @@
+/* Decoder state shared by decode.c (dispatch, scalars, containers) and
+ * decode_refs.c (REFN, REFP, ALIAS, COPY, objects). */
+#ifndef SRL_DECODER_H
+#define SRL_DECODER_H
+
+#include "offtable.h"
+#include "varint.h"
+
+typedef struct {
+    const uint8_t *data;
+    Py_ssize_t start; /* first byte of the body: back-references may not go below */
+    Py_ssize_t end;   /* never read at or past this */
+    Py_ssize_t base;  /* offset o denotes data[base + o] */
+    int binary;       /* SRL_BINARY_* */
+    int max_depth;
+    int depth;
+    uint8_t *tag_starts;       /* bitmap, one bit per body byte: a tag was read there */
+    SrlOffTable tracked;       /* tag position -> value of an F-bit item */
+    SrlOffTable strings;       /* 2 * position + key_kind -> decoded COPY target string */
+    /* Direct-mapped front of `strings` (borrowed pointers): the few dozen hash-key
+     * targets every event COPYs stay in L1 here. key -1: empty. */
+    struct { Py_ssize_t key; PyObject *value; } recent[256];
+    SrlOffTable class_names;   /* string position -> class name read there (OBJECTV) */
+    SrlOffTable blessed;       /* referent position -> the object its blessing produced */
+} Dec;
+
+/* The positions a value is registered under (for REFP / ALIAS): an F-bit tag and
+ * the enclosing REFN|F / WEAKEN|F tags that stand for the same Perl value. A list
+ * on the C stack, innermost first; NULL: none. */
+typedef struct SrlTrack {
+    Py_ssize_t pos;
+    const struct SrlTrack *next;
+} SrlTrack;
+
+PyObject *srl_dec_item(Dec *d, Py_ssize_t *pos);
+/* Decode one item, also registering its value under every position in `outer`. */
+PyObject *srl_dec_item_tracked(Dec *d, Py_ssize_t *pos, const SrlTrack *outer);
+
+/* decode_refs.c */
+PyObject *srl_dec_refn(Dec *d, Py_ssize_t tagpos, Py_ssize_t *pos, const SrlTrack *track);
+PyObject *srl_dec_refp(Dec *d, Py_ssize_t tagpos, Py_ssize_t *pos, const SrlTrack *track,
+                       int plain);
+PyObject *srl_dec_alias(Dec *d, Py_ssize_t tagpos, Py_ssize_t *pos);
+PyObject *srl_dec_object(Dec *d, Py_ssize_t tagpos, Py_ssize_t *pos, uint8_t tag,
+                         const SrlTrack *track);
+PyObject *srl_dec_regexp(Dec *d, Py_ssize_t *pos);
+
+/* decode.c helpers used by decode_refs.c */
+PyObject *srl_dec_key(Dec *d, Py_ssize_t *pos, const char *what, Py_ssize_t *string_pos);
+PyObject *srl_dec_container(Dec *d, Py_ssize_t tagpos, Py_ssize_t *pos, const SrlTrack *also,
+                            int opened);
+PyObject *srl_dec_copy_string(Dec *d, Py_ssize_t tagpos, Py_ssize_t *pos, int is_key,
+                              Py_ssize_t *target);
+PyObject *srl_dec_string_at(Dec *d, Py_ssize_t tagpos, int is_key);
+int srl_dec_track(Dec *d, Py_ssize_t tagpos, PyObject *v);
+int srl_dec_track_all(Dec *d, const SrlTrack *track, PyObject *v);
+int srl_dec_varint_slow(Dec *d, Py_ssize_t *pos, uint64_t *out, const char *what);
+
+/* Read a varint (one-byte fast path inline); -1 with TruncatedInput or
+ * InvalidStructure set. */
+static inline int
+srl_dec_varint(Dec *d, Py_ssize_t *pos, uint64_t *out, const char *what)
+{
+    Py_ssize_t p = *pos;
+    if (p < d->end && d->data[p] < 0x80) {
+        *out = d->data[p];
+        *pos = p + 1;
+        return 0;
+    }
+    return srl_dec_varint_slow(d, pos, out, what);
+}
+
+static inline int
+srl_is_string_tag(uint8_t tag)
+{
+    return tag >= SRL_SHORT_BINARY_LOW || tag == SRL_BINARY || tag == SRL_STR_UTF8;
+}
+
+static inline void
+srl_mark_tag(Dec *d, Py_ssize_t p)
+{
+    Py_ssize_t i = p - d->start;
+    d->tag_starts[i >> 3] |= (uint8_t)(1u << (i & 7));
+}
+
+static inline int
+srl_is_tag_start(const Dec *d, Py_ssize_t p)
+{
+    Py_ssize_t i = p - d->start;
+    return (d->tag_starts[i >> 3] >> (i & 7)) & 1;
+}
+
+/* Skip PAD bytes; *pos then holds a tag byte. -1 (TruncatedInput) at the end. */
+static inline int
+srl_skip_pad(Dec *d, Py_ssize_t *pos)
+{
+    Py_ssize_t p = *pos;
+    while (p < d->end && (d->data[p] & 0x7f) == SRL_PAD)
+        p++;
+    *pos = p;
+    if (p >= d->end) {
+        srl_raise(srl_state.TruncatedInput, p, "input ends where a tag was expected");
+        return -1;
+    }
+    return 0;
+}
+
+/* Open one nesting level (DepthExceeded past max_depth); pair with `d->depth--`. */
+static inline int
+srl_dec_enter(Dec *d, Py_ssize_t tagpos)
+{
+    if (++d->depth > d->max_depth) {
+        d->depth--;
+        srl_raise(srl_state.DepthExceeded, tagpos, "nesting deeper than max_depth=%d",
+                  d->max_depth);
+        return -1;
+    }
+    return 0;
+}
+
+/* The key of the COPY-string cache: hash keys differ from values only in "bytes"
+ * mode (keys are always str). */
+static inline Py_ssize_t
+srl_string_cache_key(const Dec *d, Py_ssize_t target, int is_key)
+{
+    return 2 * target + (is_key && d->binary == SRL_BINARY_BYTES);
+}
+
+#endif

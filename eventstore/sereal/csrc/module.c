@@ -1,0 +1,172 @@
+/* eventstore.sereal._sereal: the compiled Sereal body codec.
+ *
+ * This file only binds Python to C: argument parsing, the exception classes and
+ * value types (looked up in eventstore.sereal.errors / .types at import, so the
+ * compiled and pure codecs raise and build the very same classes), and errors.
+ * The contract is eventstore/sereal/DESIGN.md. */
+#include "sereal.h"
+
+#include <stdarg.h>
+
+SrlState srl_state;
+
+PyObject *
+srl_raise(PyObject *cls, Py_ssize_t offset, const char *fmt, ...)
+{
+    va_list va;
+    va_start(va, fmt);
+    PyObject *msg = PyUnicode_FromFormatV(fmt, va);
+    va_end(va);
+    if (msg == NULL)
+        return NULL;
+    PyObject *off = offset < 0 ? Py_NewRef(Py_None) : PyLong_FromSsize_t(offset);
+    if (off == NULL) {
+        Py_DECREF(msg);
+        return NULL;
+    }
+    PyObject *exc = PyObject_CallFunctionObjArgs(cls, msg, off, NULL);
+    Py_DECREF(msg);
+    Py_DECREF(off);
+    if (exc != NULL) {
+        PyErr_SetObject(cls, exc);
+        Py_DECREF(exc);
+    }
+    return NULL;
+}
+
+static PyObject *
+decode_body(PyObject *self, PyObject *args, PyObject *kwargs)
+{
+    static char *kwlist[] = {"data", "pos", "end", "base", "binary", "max_depth", NULL};
+    Py_buffer view;
+    Py_ssize_t pos, end, base;
+    int binary, max_depth;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "y*nnnii:decode_body", kwlist, &view, &pos,
+                                     &end, &base, &binary, &max_depth))
+        return NULL;
+    PyObject *result = srl_decode_body(view.buf, view.len, pos, end, base, binary, max_depth);
+    PyBuffer_Release(&view);
+    return result;
+}
+
+static PyObject *
+encode_body(PyObject *self, PyObject *args, PyObject *kwargs)
+{
+    static char *kwlist[] = {"obj", "dedupe_strings", "max_depth", NULL};
+    PyObject *obj;
+    int dedupe, max_depth;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "Opi:encode_body", kwlist, &obj, &dedupe,
+                                     &max_depth))
+        return NULL;
+    return srl_encode_body(obj, dedupe, max_depth);
+}
+
+static PyObject *
+array_layout(PyObject *self, PyObject *args, PyObject *kwargs)
+{
+    static char *kwlist[] = {"data", "pos", "end", "base", NULL};
+    Py_buffer view;
+    Py_ssize_t pos, end, base;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "y*nnn:array_layout", kwlist, &view, &pos,
+                                     &end, &base))
+        return NULL;
+    PyObject *result = NULL;
+    if (pos < 0 || end < pos || end > view.len)
+        PyErr_SetString(PyExc_ValueError, "need 0 <= pos <= end <= len(data)");
+    else
+        result = srl_array_layout(view.buf, pos, end, base);
+    PyBuffer_Release(&view);
+    return result;
+}
+
+static PyObject *
+extract_array(PyObject *self, PyObject *args, PyObject *kwargs)
+{
+    static char *kwlist[] = {"data", "pos", "end", "base", "first", "stop", NULL};
+    Py_buffer view;
+    Py_ssize_t pos, end, base, first, stop;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "y*nnnnn:extract_array", kwlist, &view,
+                                     &pos, &end, &base, &first, &stop))
+        return NULL;
+    PyObject *result = NULL;
+    if (pos < 0 || end < pos || end > view.len)
+        PyErr_SetString(PyExc_ValueError, "need 0 <= pos <= end <= len(data)");
+    else
+        result = srl_extract_array(view.buf, pos, end, base, first, stop);
+    PyBuffer_Release(&view);
+    return result;
+}
+
+static PyMethodDef methods[] = {
+    {"decode_body", (PyCFunction)(void (*)(void))decode_body, METH_VARARGS | METH_KEYWORDS,
+     "decode_body(data, pos, end, base, binary, max_depth) -> (value, end_pos)\n\n"
+     "Decode one tagged item at data[pos] (never reading at or past end); see DESIGN.md."},
+    {"encode_body", (PyCFunction)(void (*)(void))encode_body, METH_VARARGS | METH_KEYWORDS,
+     "encode_body(obj, dedupe_strings, max_depth) -> bytes\n\n"
+     "The Sereal body (1-based offsets) for obj; see DESIGN.md."},
+    {"array_layout", (PyCFunction)(void (*)(void))array_layout, METH_VARARGS | METH_KEYWORDS,
+     "array_layout(data, pos, end, base) -> list[int]\n\n"
+     "Start of each element of the body's top-level array, then the array's end."},
+    {"extract_array", (PyCFunction)(void (*)(void))extract_array,
+     METH_VARARGS | METH_KEYWORDS,
+     "extract_array(data, pos, end, base, first, stop) -> bytes\n\n"
+     "A standalone body holding elements [first, stop) of the body's top-level array."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module_def = {
+    PyModuleDef_HEAD_INIT, "eventstore.sereal._sereal",
+    "Compiled Sereal body codec (see eventstore/sereal/DESIGN.md).", -1, methods,
+    NULL, NULL, NULL, NULL,
+};
+
+static int
+load(PyObject *module, const char *name, PyObject **slot)
+{
+    *slot = PyObject_GetAttrString(module, name);
+    return *slot == NULL ? -1 : 0;
+}
+
+static int
+intern(const char *s, PyObject **slot)
+{
+    *slot = PyUnicode_InternFromString(s);
+    return *slot == NULL ? -1 : 0;
+}
+
+PyMODINIT_FUNC
+PyInit__sereal(void)
+{
+    PyObject *errors = PyImport_ImportModule("eventstore.sereal.errors");
+    if (errors == NULL)
+        return NULL;
+    PyObject *types = PyImport_ImportModule("eventstore.sereal.types");
+    if (types == NULL) {
+        Py_DECREF(errors);
+        return NULL;
+    }
+    SrlState *s = &srl_state;
+    int rc = load(errors, "TruncatedInput", &s->TruncatedInput) |
+             load(errors, "UnknownTag", &s->UnknownTag) |
+             load(errors, "BadBackReference", &s->BadBackReference) |
+             load(errors, "InvalidStructure", &s->InvalidStructure) |
+             load(errors, "DepthExceeded", &s->DepthExceeded) |
+             load(errors, "UnencodableValue", &s->UnencodableValue) |
+             load(errors, "EncodeDepthExceeded", &s->EncodeDepthExceeded) |
+             load(types, "PerlRef", &s->PerlRef) | load(types, "PerlObject", &s->PerlObject) |
+             load(types, "PerlRegexp", &s->PerlRegexp) |
+             load(types, "BOOLEAN_CLASSES", &s->BooleanClasses) |
+             intern("value", &s->s_value) | intern("class_name", &s->s_class_name) |
+             intern("frozen", &s->s_frozen) | intern("pattern", &s->s_pattern) |
+             intern("flags", &s->s_flags) | intern("Regexp", &s->s_regexp_class);
+    Py_DECREF(errors);
+    Py_DECREF(types);
+    if (rc != 0)
+        return NULL;
+    if (!PyType_Check(s->PerlRef) || !PyType_Check(s->PerlObject) ||
+        !PyType_Check(s->PerlRegexp) || !PyAnySet_Check(s->BooleanClasses)) {
+        PyErr_SetString(PyExc_ImportError, "eventstore.sereal.types is not what _sereal expects");
+        return NULL;
+    }
+    return PyModule_Create(&module_def);
+}

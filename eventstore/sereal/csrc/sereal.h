@@ -1,0 +1,77 @@
+/* Shared declarations of the compiled Sereal body codec: tag bytes, the Python
+ * objects the codec needs (exception classes and value types, looked up once at
+ * import from eventstore.sereal.errors / .types), and the entry points each
+ * module implements. The contract is eventstore/sereal/DESIGN.md. */
+#ifndef SRL_SEREAL_H
+#define SRL_SEREAL_H
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+
+#if PY_VERSION_HEX < 0x030B0000 /* public from 3.11 */
+#define PyFloat_Pack8 _PyFloat_Pack8
+#define PyFloat_Unpack4 _PyFloat_Unpack4
+#define PyFloat_Unpack8 _PyFloat_Unpack8
+#endif
+
+/* Tag bytes (low 7 bits; the high bit is the track flag). Mirrors tags.py. */
+enum {
+    SRL_TRACK = 0x80,
+    SRL_POS_LOW = 0x00, SRL_NEG_LOW = 0x10,
+    SRL_VARINT = 0x20, SRL_ZIGZAG = 0x21, SRL_FLOAT = 0x22, SRL_DOUBLE = 0x23,
+    SRL_LONG_DOUBLE = 0x24, SRL_UNDEF = 0x25, SRL_BINARY = 0x26, SRL_STR_UTF8 = 0x27,
+    SRL_REFN = 0x28, SRL_REFP = 0x29, SRL_HASH = 0x2a, SRL_ARRAY = 0x2b,
+    SRL_OBJECT = 0x2c, SRL_OBJECTV = 0x2d, SRL_ALIAS = 0x2e, SRL_COPY = 0x2f,
+    SRL_WEAKEN = 0x30, SRL_REGEXP = 0x31, SRL_OBJECT_FREEZE = 0x32,
+    SRL_OBJECTV_FREEZE = 0x33, SRL_NO = 0x34, SRL_YES = 0x35,
+    SRL_RESERVED_0 = 0x36, SRL_RESERVED_1 = 0x37, SRL_FLOAT_128 = 0x38,
+    SRL_CANONICAL_UNDEF = 0x39, SRL_FALSE = 0x3a, SRL_TRUE = 0x3b, SRL_MANY = 0x3c,
+    SRL_PACKET_START = 0x3d, SRL_EXTEND = 0x3e, SRL_PAD = 0x3f,
+    SRL_ARRAYREF_LOW = 0x40, SRL_HASHREF_LOW = 0x50, SRL_SHORT_BINARY_LOW = 0x60,
+};
+
+enum { SRL_BINARY_UTF8 = 0, SRL_BINARY_LATIN1 = 1, SRL_BINARY_BYTES = 2 };
+
+/* Upper bound for max_depth, whatever the caller asks: each level costs a few C
+ * stack frames and the codec must never overflow the C stack. */
+#define SRL_MAX_DEPTH_CAP 10000
+
+typedef struct {
+    /* eventstore.sereal.errors */
+    PyObject *TruncatedInput, *UnknownTag, *BadBackReference, *InvalidStructure;
+    PyObject *DepthExceeded, *UnencodableValue, *EncodeDepthExceeded;
+    /* eventstore.sereal.types */
+    PyObject *PerlRef, *PerlObject, *PerlRegexp, *BooleanClasses;
+    /* interned attribute names */
+    PyObject *s_value, *s_class_name, *s_frozen, *s_pattern, *s_flags;
+    PyObject *s_regexp_class; /* "Regexp" */
+} SrlState;
+
+extern SrlState srl_state;
+
+/* Raise `cls(message, offset)` (offset < 0: None); always returns NULL. */
+PyObject *srl_raise(PyObject *cls, Py_ssize_t offset, const char *fmt, ...);
+
+/* decode.c */
+PyObject *srl_decode_body(const uint8_t *data, Py_ssize_t len, Py_ssize_t pos,
+                          Py_ssize_t end, Py_ssize_t base, int binary, int max_depth);
+
+/* encode.c */
+PyObject *srl_encode_body(PyObject *obj, int dedupe_strings, int max_depth);
+
+/* split.c */
+PyObject *srl_array_layout(const uint8_t *data, Py_ssize_t pos, Py_ssize_t end,
+                           Py_ssize_t base);
+PyObject *srl_extract_array(const uint8_t *data, Py_ssize_t pos, Py_ssize_t end,
+                            Py_ssize_t base, Py_ssize_t first, Py_ssize_t stop);
+
+/* strings.c: Python strings from body bytes */
+PyObject *srl_str_from_utf8(const uint8_t *s, Py_ssize_t n);   /* surrogateescape */
+PyObject *srl_str_from_latin1(const uint8_t *s, Py_ssize_t n);
+
+/* floats.c: the wide float formats, rounded to double */
+double srl_long_double_to_double(const uint8_t *b); /* x86 80-bit, little-endian */
+double srl_float128_to_double(const uint8_t *b);    /* IEEE quad, little-endian */
+
+#endif

@@ -1,0 +1,306 @@
+"""Sereal documents: header, user header, compression; shared by both body codecs.
+
+A :class:`Codec` wraps a body codec (the compiled ``_sereal`` module or
+``eventstore.sereal.pure``'s decoder and encoder, anything with ``decode_body`` and
+``encode_body``, see DESIGN.md) and gives it the public API. Header errors carry
+document offsets; body errors carry offsets into the buffer the body was decoded from
+(the document for a raw body, the decompressed body otherwise).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from eventstore.sereal import compression, tags
+from eventstore.sereal.compression import read_varint, varint_bytes
+from eventstore.sereal.errors import (
+    BadHeader,
+    InvalidStructure,
+    SerealError,
+    TruncatedInput,
+    UnsupportedVersion,
+)
+
+__all__ = ["DEFAULT_MAX_DECOMPRESSED_SIZE", "DEFAULT_MAX_DEPTH", "BodyCodec", "Codec", "Header"]
+
+DEFAULT_MAX_DEPTH = 512
+DEFAULT_MAX_DECOMPRESSED_SIZE = 256 * 2**20  # bytes
+DEFAULT_PROTOCOL = 4  # read by Perl's Sereal 4.x and 5.x, Go and Java
+DEFAULT_COMPRESS_THRESHOLD = 1024  # bytes: smaller bodies are not worth compressing
+
+_BINARY_MODES = {"utf8": tags.BINARY_UTF8, "latin1": tags.BINARY_LATIN1, "bytes": tags.BINARY_BYTES}
+_COMPRESSION_NAMES = {
+    tags.TYPE_RAW: "none",
+    tags.TYPE_SNAPPY: "snappy",
+    tags.TYPE_SNAPPY_INCR: "snappy_incr",
+    tags.TYPE_ZLIB: "zlib",
+    tags.TYPE_ZSTD: "zstd",
+}
+# Lowest protocol version at which each document type is accepted when decoding
+# (SNAPPY: only version 1). The spec defines zstd from version 4, but Perl's encoder
+# writes it at protocol 3 too (and Perl's decoder reads it), so decoding accepts 3;
+# encoding zstd still needs 4 (see `encode`).
+_TYPE_MIN_VERSION = {
+    tags.TYPE_RAW: 1,
+    tags.TYPE_SNAPPY: 1,
+    tags.TYPE_SNAPPY_INCR: 1,
+    tags.TYPE_ZLIB: 3,
+    tags.TYPE_ZSTD: 3,
+}
+_ZSTD_LEVELS = range(-(1 << 17), 23)
+_ZLIB_LEVELS = range(-1, 10)
+
+
+class BodyCodec(Protocol):
+    """What a body codec provides (see DESIGN.md, "Layers")."""
+
+    def decode_body(  # noqa: PLR0917  (the body-codec contract)
+        self, data: bytes, pos: int, end: int, base: int, binary: int, max_depth: int
+    ) -> tuple[Any, int]: ...
+
+    def encode_body(self, obj: object, dedupe_strings: bool, max_depth: int) -> bytes: ...
+
+
+@dataclass(frozen=True)
+class Header:
+    """What a document's header says.
+
+    Attributes:
+        protocol: Sereal protocol version, 1 to 5.
+        compression: ``"none"``, ``"snappy"`` (protocol 1 whole-body Snappy),
+            ``"snappy_incr"``, ``"zlib"`` or ``"zstd"``.
+        user_header: the decoded user header, or None when there is none.
+        body_offset: document offset of the first byte after the header (the body,
+            or its compression framing).
+    """
+
+    protocol: int
+    compression: str
+    user_header: Any
+    body_offset: int
+
+
+@dataclass(frozen=True)
+class _Layout:
+    protocol: int
+    doc_type: int
+    suffix_start: int
+    body_offset: int
+
+
+def _as_bytes(data: Any) -> bytes:
+    if isinstance(data, bytes):
+        return data
+    if isinstance(data, (bytearray, memoryview)):
+        return bytes(data)
+    raise TypeError(f"expected bytes, bytearray or memoryview, not {type(data).__name__}")
+
+
+def _parse_header(data: bytes) -> _Layout:
+    n = len(data)
+    magic = data[:4]
+    if magic not in (tags.MAGIC_V1, tags.MAGIC_V3):
+        if tags.MAGIC_V1.startswith(magic) or tags.MAGIC_V3.startswith(magic):
+            raise TruncatedInput("input ends inside the magic string", n)
+        if data[:5] == b"=\xc3\xb3rl":
+            raise BadHeader("not a Sereal document (it was UTF-8 encoded)", 0)
+        raise BadHeader("not a Sereal document (bad magic string)", 0)
+    if n < 5:
+        raise TruncatedInput("input ends before the version byte", n)
+    protocol, doc_type = data[4] & 0x0F, data[4] >> 4
+    if not 1 <= protocol <= 5:
+        raise UnsupportedVersion(f"protocol version {protocol} is not 1 to 5", 4)
+    if (magic == tags.MAGIC_V3) != (protocol >= 3):
+        raise BadHeader(f"magic string {magic!r} does not match protocol {protocol}", 0)
+    if protocol < _TYPE_MIN_VERSION.get(doc_type, 99) or (
+        doc_type == tags.TYPE_SNAPPY and protocol != 1
+    ):
+        raise UnsupportedVersion(f"document type {doc_type} in protocol {protocol}", 4)
+    suffix_size, suffix_start = read_varint(data, 5, n)
+    if suffix_size > n - suffix_start:
+        raise TruncatedInput("input ends inside the header suffix", n)
+    return _Layout(protocol, doc_type, suffix_start, suffix_start + suffix_size)
+
+
+def _check_trailing(buf: bytes, pos: int, end: int) -> None:
+    """Only PAD may follow a body's item."""
+    while pos < end:
+        if buf[pos] & 0x7F != tags.PAD:
+            raise InvalidStructure("trailing bytes after the body", pos)
+        pos += 1
+
+
+def _check_int(name: str, value: Any, allowed: range | None = None) -> int:
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise ValueError(f"{name} must be an int, not {type(value).__name__}")
+    if allowed is None:
+        allowed = range(0, 1 << 63)
+    if value not in allowed:
+        raise ValueError(f"{name}={value} is outside {allowed.start}..{allowed.stop - 1}")
+    return value
+
+
+class Codec:
+    """The public Sereal API over one body codec.
+
+    Args:
+        backend: the body codec (module or object with ``decode_body``/``encode_body``).
+    """
+
+    def __init__(self, backend: BodyCodec) -> None:
+        self._backend = backend
+
+    def encode(
+        self,
+        obj: object,
+        *,
+        compress: str | None = "zstd",
+        level: int | None = None,
+        dedupe_strings: bool = True,
+        protocol: int | None = None,
+        user_header: object = None,
+        compress_threshold: int = DEFAULT_COMPRESS_THRESHOLD,
+        max_depth: int = DEFAULT_MAX_DEPTH,
+    ) -> bytes:
+        """Encode ``obj`` as a Sereal document.
+
+        Args:
+            obj: the value (mapping in eventstore/sereal/DESIGN.md).
+            compress: ``"zstd"`` (needs protocol >= 4), ``"zlib"``, ``"snappy"``
+                (incremental framing) or ``"none"``/None.
+            level: compression level; None for the default (zstd 3, zlib 6). Ignored
+                for snappy and none.
+            dedupe_strings: write repeated string values as COPY (hash keys always are).
+            protocol: 3, 4 or 5; None for 4.
+            user_header: a value to embed as the user header, or None for none.
+            compress_threshold: bodies shorter than this many bytes stay uncompressed;
+                so do bodies that compression would not shrink.
+            max_depth: nesting levels allowed.
+
+        Returns:
+            The document bytes.
+
+        Raises:
+            UnencodableValue: a value Sereal cannot represent.
+            EncodeDepthExceeded: nesting deeper than ``max_depth``.
+            ValueError: an invalid option.
+        """
+        version = DEFAULT_PROTOCOL if protocol is None else _check_int("protocol", protocol)
+        if version not in (3, 4, 5):
+            raise ValueError(f"protocol must be 3, 4 or 5 (or None for 4), not {version}")
+        method = "none" if compress is None else compress
+        if method not in ("none", "snappy", "zlib", "zstd"):
+            raise ValueError(f"compress must be zstd, zlib, snappy, none or None: {method!r}")
+        if method == "zstd" and version < 4:
+            raise ValueError("zstd compression needs protocol 4 or later")
+        if method == "zstd":
+            default, levels = compression.ZSTD_DEFAULT_LEVEL, _ZSTD_LEVELS
+        else:
+            default, levels = compression.ZLIB_DEFAULT_LEVEL, _ZLIB_LEVELS
+        lvl = default if level is None else _check_int("level", level, levels)
+        threshold = _check_int("compress_threshold", compress_threshold)
+        depth = _check_int("max_depth", max_depth)
+        body = self._backend.encode_body(obj, bool(dedupe_strings), depth)
+        suffix = b""
+        if user_header is not None:
+            user_body = self._backend.encode_body(user_header, bool(dedupe_strings), depth)
+            suffix = bytes((tags.HEADER_BIT_USER_META,)) + user_body
+        doc_type, payload = compression.compress_body(body, method, lvl, threshold)
+        return b"".join(
+            (
+                tags.MAGIC_V3,
+                bytes(((doc_type << 4) | version,)),
+                varint_bytes(len(suffix)),
+                suffix,
+                payload,
+            )
+        )
+
+    def decode(
+        self,
+        data: bytes | bytearray | memoryview,
+        *,
+        binary: str = "utf8",
+        max_depth: int = DEFAULT_MAX_DEPTH,
+        max_decompressed_size: int = DEFAULT_MAX_DECOMPRESSED_SIZE,
+    ) -> Any:
+        """Decode a Sereal document (protocol 1 to 5, any compression).
+
+        Args:
+            data: the document.
+            binary: how BINARY strings decode as values: ``"utf8"`` (str; bytes that
+                are not UTF-8 via surrogateescape, so they re-encode identically),
+                ``"latin1"`` (str, Perl's meaning) or ``"bytes"``.
+            max_depth: nesting levels allowed.
+            max_decompressed_size: largest decompressed body accepted, in bytes.
+
+        Returns:
+            The body's value. The user header, if any, is skipped (see decode_header).
+
+        Raises:
+            SerealDecodeError: a subclass saying what is wrong and at which offset.
+            ValueError: an invalid option. TypeError: ``data`` is not bytes-like.
+        """
+        mode = _binary_mode(binary)
+        depth = _check_int("max_depth", max_depth)
+        max_size = _check_int("max_decompressed_size", max_decompressed_size)
+        doc = _as_bytes(data)
+        layout = _parse_header(doc)
+        buf, start, base = compression.open_body(
+            doc, layout.protocol, layout.doc_type, layout.body_offset, max_size
+        )
+        value, pos = self._backend.decode_body(buf, start, len(buf), base, mode, depth)
+        _check_trailing(buf, pos, len(buf))
+        return value
+
+    def decode_header(
+        self,
+        data: bytes | bytearray | memoryview,
+        *,
+        binary: str = "utf8",
+        max_depth: int = DEFAULT_MAX_DEPTH,
+    ) -> Header:
+        """Read a document's header and user header without touching its body.
+
+        Args:
+            data: the document (only the header needs to be present).
+            binary: as for :meth:`decode`, applied to the user header.
+            max_depth: nesting levels allowed in the user header.
+
+        Returns:
+            The :class:`Header`.
+
+        Raises:
+            SerealDecodeError: a bad header or user header.
+        """
+        mode = _binary_mode(binary)
+        depth = _check_int("max_depth", max_depth)
+        doc = _as_bytes(data)
+        layout = _parse_header(doc)
+        user_header = None
+        start, end = layout.suffix_start, layout.body_offset
+        # Protocol 1 suffixes are opaque; later ones are <bitfield> [<user header>].
+        if layout.protocol >= 2 and end > start and doc[start] & tags.HEADER_BIT_USER_META:
+            user_header, pos = self._backend.decode_body(doc, start + 1, end, start, mode, depth)
+            _check_trailing(doc, pos, end)
+        return Header(layout.protocol, _COMPRESSION_NAMES[layout.doc_type], user_header, end)
+
+    @staticmethod
+    def looks_like_sereal(data: object) -> bool:
+        """True when ``data`` is bytes-like with a valid Sereal header and some body.
+
+        Never raises; it does not look at the body itself.
+        """
+        try:
+            doc = _as_bytes(data)
+            return _parse_header(doc).body_offset < len(doc)
+        except (TypeError, SerealError):
+            return False
+
+
+def _binary_mode(binary: str) -> int:
+    try:
+        return _BINARY_MODES[binary]
+    except (KeyError, TypeError):
+        raise ValueError(f"binary must be 'utf8', 'latin1' or 'bytes', not {binary!r}") from None

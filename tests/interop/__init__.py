@@ -1,0 +1,1 @@
+"""Interoperability with independent Sereal implementations (Perl's Sereal XS)."""
