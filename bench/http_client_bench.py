@@ -62,7 +62,7 @@ def candidates(host: str, port: int) -> dict[str, Callable[[str, str, bytes | No
         u3 = urllib3.HTTPConnectionPool(host, port, maxsize=32, block=False, retries=False)
 
         def u3_request(method: str, path: str, body: bytes | None = None) -> bytes:
-            return u3.request(
+            return u3.request(  # type: ignore[no-any-return, unused-ignore]
                 method,
                 path,
                 body=body,
@@ -124,7 +124,7 @@ def bench_aiohttp(url: str, rounds: int) -> dict[str, float] | None:
                 async with session.request(
                     method, path, data=body, headers=PUT_HEADERS if body else None
                 ) as r:
-                    return await r.read()
+                    return await r.read()  # type: ignore[no-any-return, unused-ignore]
 
             async def atimed(factory: Callable[[], Any], n: int) -> float:
                 for _ in range(3):
