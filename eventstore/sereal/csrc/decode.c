@@ -507,6 +507,11 @@ srl_decode_body(const uint8_t *data, Py_ssize_t len, Py_ssize_t pos, Py_ssize_t 
     int gc_was_enabled = PyGC_Disable();
     Py_ssize_t p = pos;
     PyObject *value = srl_dec_item(&d, &p);
+    /* The result tuple too is allocated before the collector resumes: its allocation
+     * would otherwise start a young collection over everything just built, as costly
+     * as the decode itself. That pass is left to the caller's next allocation, and
+     * never happens at all if the result is released first. */
+    PyObject *result = value == NULL ? NULL : Py_BuildValue("(Nn)", value, p);
     if (gc_was_enabled)
         PyGC_Enable();
 
@@ -515,8 +520,5 @@ srl_decode_body(const uint8_t *data, Py_ssize_t len, Py_ssize_t pos, Py_ssize_t 
     srl_offtable_free(&d.class_names);
     srl_offtable_free(&d.blessed);
     PyMem_Free(d.tag_starts);
-    if (value == NULL)
-        return NULL;
-    PyObject *result = Py_BuildValue("(Nn)", value, p);
     return result;
 }
