@@ -1,8 +1,8 @@
 """Chunking policy, events round trips and limits, and exact splitting of Perl blobs.
 
 The policy tests drive the estimate/encode/re-split core with synthetic encoders (no
-codec needed). Round trips need the Sereal codec; splitting needs the compiled splitter;
-both skip with a reason only while those are not built yet.
+codec needed). Round trips use the Sereal codec; splitting uses the compiled splitter,
+which every build has (tests/unit/sereal/test_core.py fails when it is missing).
 """
 
 from __future__ import annotations
@@ -20,19 +20,15 @@ import pytest
 from eventstore import chunking
 from eventstore.blob import has_postfix, unpack_blob, verify_postfix
 from eventstore.chunking import Chunk, _build, _groups, _plan, chunk_events, split_blob
-from eventstore.errors import EventTooLarge, NotAnArrayBlob, SplitterUnavailable
+from eventstore.errors import EventTooLarge, NotAnArrayBlob
 
 
 def _codec() -> Any:
-    mod = importlib.import_module("eventstore.sereal")
-    if not hasattr(mod, "encode"):
-        pytest.skip("eventstore.sereal.encode/decode not built yet (codec issue in progress)")
-    return mod
+    return importlib.import_module("eventstore.sereal")
 
 
 def _need_splitter() -> None:
-    if not chunking.splitter_available():
-        pytest.skip("eventstore.sereal._sereal.array_layout/extract_array not built yet")
+    assert chunking.splitter_available(), "the compiled splitter is missing: run make test"
 
 
 # -- the policy, with synthetic encoders --------------------------------------------------
@@ -173,14 +169,6 @@ def test_empty_and_bad_limits() -> None:
 
 
 # -- splitting existing blobs ----------------------------------------------------------------
-
-
-@pytest.mark.unit
-def test_split_blob_reports_a_missing_splitter() -> None:
-    if chunking.splitter_available():
-        pytest.skip("the splitter is built; this checks the error without it")
-    with pytest.raises(SplitterUnavailable):
-        split_blob(b"=\xf3rl\x04\x00\x2a")
 
 
 PERL_ENCODE = r"""
