@@ -13,7 +13,10 @@ SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 # Debian packages the project needs: Perl's Sereal (an independent implementation the
 # codec is tested against).
 # Erlang/OTP: the ring hash is checked against a real erl, and the hook is built with erlc.
-APT_PACKAGES := libsereal-encoder-perl libsereal-decoder-perl libjson-pp-perl erlang-nox
+# ZooKeeper (and a Java runtime for it): relocator ownership, the substream registry.
+# Chromium: the companion status page is checked in a real headless browser.
+APT_PACKAGES := libsereal-encoder-perl libsereal-decoder-perl libjson-pp-perl erlang-nox \
+	zookeeper default-jre-headless chromium
 
 .PHONY: run test lint unit bench system-deps venv testdata clean
 

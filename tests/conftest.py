@@ -16,6 +16,7 @@ import pytest
 
 from eventstore.devnode.testing import DevnodeProcess
 from eventstore.riak import Retry, RiakClient
+from relocator.testing import RelocatorProcess, ZooKeeperProcess, zookeeper_available
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -97,3 +98,41 @@ def devnode_factory(
         node.stop()
         if failed(request):
             print(f"--- devnode log ({node.log_path}) ---\n{node.log_text()[-20000:]}")
+
+
+@pytest.fixture(scope="session")
+def zookeeper_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ZooKeeperProcess]:
+    """One real ZooKeeper server (Debian's zookeeper package) for the session, on a free
+    loopback port with its own data dir; tests isolate themselves by znode root."""
+    if not zookeeper_available():
+        pytest.fail("ZooKeeper is not installed: apt-get install zookeeper default-jre-headless")
+    server = ZooKeeperProcess(tmp_path_factory.mktemp("zookeeper")).start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def zookeeper(request: pytest.FixtureRequest, zookeeper_server: ZooKeeperProcess) -> Iterator[str]:
+    """``hosts`` of the session's ZooKeeper plus a fresh root path for this test
+    (``host:port`` and ``/t-<uuid>``); prints the server log if the test failed."""
+    yield f"/t-{uuid.uuid4().hex[:12]}"
+    if failed(request):
+        print(f"--- zookeeper log ({zookeeper_server.log_path}) ---")
+        print(zookeeper_server.log_text()[-20000:])
+
+
+@pytest.fixture
+def dc() -> str:
+    """A dc name of its own for each test, so metadata keys never collide."""
+    return f"t{uuid.uuid4().hex[:10]}"
+
+
+@pytest.fixture
+def relocators(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[list[RelocatorProcess]]:
+    """Relocator processes a test starts; stopped afterwards, logs printed on failure."""
+    started: list[RelocatorProcess] = []
+    yield started
+    for r in started:
+        r.kill()
+        if failed(request):
+            print(f"--- relocator log ({r.log_path}) ---\n{r.log_text()[-15000:]}")

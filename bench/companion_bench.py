@@ -1,0 +1,293 @@
+"""Companion benchmarks: hook-to-results latency, decode once, CPU per Booking-size epoch.
+
+1. **Latency** (real processes): a devnode whose hook drives a companion (gunicorn,
+   ``--workers`` workers x ``--threads`` threads) with 10 substreams (the 3 examples
+   and 7 typical cherry-picks). Each epoch of ``--chunks`` chunks of ~``--chunk-kb`` KB
+   (compressed) is written, then its metadata; the time from the metadata PUT until
+   each result is stored is read from the companion's merged ``results_stored``
+   counter (polled every 10 ms), giving p50/p99 over all results and the time until
+   the epoch's last result.
+2. **Decode once** (in-process): per chunk, one verify+decode then 1, 10 or 50
+   substreams in the sandbox, against the same work decoding once per substream.
+3. **CPU per epoch**: CPU seconds (this process + sandboxed children) to verify,
+   decode and run 10 substreams on the chunks, extrapolated to Booking's ~70 MB
+   compressed epoch; decode alone is given too (Booking: ~5 s in Perl).
+
+    .venv/bin/python bench/companion_bench.py [--chunks 100] [--chunk-kb 400] [--epochs 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import resource
+import statistics
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from events import generate_events
+
+from companion.testing import Stack, start_stack
+from eventstore.blob import pack_blob, unpack_blob
+from eventstore.names import ChunkKey, format_metadata
+from substreams.api import Context, Substream
+from substreams.loader import load_file, plugin_files
+from substreams.sandbox import Isolation, run_substreams
+
+EXAMPLES = Path(__file__).parents[1] / "substreams" / "examples"
+BOOKING_EPOCH_BYTES = 70 * 2**20
+
+EXTRA = {
+    "pick_search.py": (
+        "from substreams import substream, pick, where\n"
+        "@substream(name='pick_search', types=['web'])\n"
+        "def pick_search(events, ctx):\n"
+        "    return [pick(e, 'search.city', 'search.nights', 'lang') for e in events\n"
+        "            if e.get('url') == '/search']\n"
+    ),
+    "status_counts.py": (
+        "from substreams import substream, count_by\n"
+        "@substream(name='status_counts')\n"
+        "def status_counts(events, ctx):\n"
+        "    return count_by(events, 'status')\n"
+    ),
+    "slow_lb.py": (
+        "from substreams import substream, dig\n"
+        "@substream(name='slow_lb', types=['lb'])\n"
+        "def slow_lb(events, ctx):\n"
+        "    return [{'server': e.get('server'), 'tt': e.get('tt')} for e in events\n"
+        "            if (dig(e, 'tt') or 0) > 1500]\n"
+    ),
+    "cron_failures.py": (
+        "from substreams import substream\n"
+        "@substream(name='cron_failures', types=['cron'])\n"
+        "def cron_failures(events, ctx):\n"
+        "    return [{'job': e.get('job'), 'msg': e.get('message')} for e in events\n"
+        "            if e.get('success') is False]\n"
+    ),
+    "experiments.py": (
+        "from substreams import substream, dig\n"
+        "@substream(name='experiments', types=['web'])\n"
+        "def experiments(events, ctx):\n"
+        "    out = {}\n"
+        "    for e in events:\n"
+        "        for name, variant in (dig(e, 'experiments') or {}).items():\n"
+        "            key = f'{name}:{variant}'\n"
+        "            out[key] = out.get(key, 0) + 1\n"
+        "    return out\n"
+    ),
+    "mobile_share.py": (
+        "from substreams import substream\n"
+        "@substream(name='mobile_share', types=['web'])\n"
+        "def mobile_share(events, ctx):\n"
+        "    n = sum(1 for e in events if e.get('is_mobile'))\n"
+        "    return {'mobile': n, 'total': len(events)}\n"
+    ),
+    "bytes_by_host.py": (
+        "from substreams import substream\n"
+        "@substream(name='bytes_by_host')\n"
+        "def bytes_by_host(events, ctx):\n"
+        "    out = {}\n"
+        "    for e in events:\n"
+        "        b = e.get('bytes_sent') or e.get('bytes_read') or 0\n"
+        "        out[e.get('host')] = out.get(e.get('host'), 0) + b\n"
+        "    return out\n"
+    ),
+}
+
+
+def plugin_sources() -> dict[str, str]:
+    sources = {p.name: p.read_text() for p in plugin_files(EXAMPLES)}
+    sources.update(EXTRA)
+    return sources
+
+
+def make_chunks(count: int, chunk_kb: int) -> list[tuple[str, list[dict[str, Any]], bytes]]:
+    """``count`` (type, events, blob) chunks of about ``chunk_kb`` KB compressed."""
+    pool = generate_events(24000, seed=42)
+    by_type = {t: [e for e in pool if e["type"] == t] for t in ("web", "lb", "cron")}
+    # Events per chunk for the target compressed size, from a trial on web events.
+    trial = by_type["web"][:2000]
+    per_event = len(pack_blob(trial)) / len(trial)
+    n = max(1, int(chunk_kb * 1024 / per_event))
+    rng = random.Random(1)
+    chunks = []
+    for i in range(count):
+        type_ = ("web", "web", "web", "web", "web", "web", "lb", "lb", "lb", "cron")[i % 10]
+        source = by_type[type_]
+        start = rng.randrange(0, max(1, len(source) - n))
+        events = (source * (n // len(source) + 2))[start : start + n]
+        chunks.append((type_, events, pack_blob(events)))
+    return chunks
+
+
+def pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, round(q * len(ordered) + 0.5) - 1))]
+
+
+def results_stored(stack: Stack) -> int:
+    return int(stack.companion.json("/v1/status")["counters"].get("results_stored", 0))
+
+
+def bench_latency(
+    args: argparse.Namespace, chunks: list[tuple[str, Any, bytes]], isolation: str
+) -> None:
+    with tempfile.TemporaryDirectory(prefix="companion-bench-") as tmp:
+        stack = start_stack(
+            Path(tmp) / "stack",
+            plugins=plugin_sources(),
+            companion={
+                "workers": args.workers,
+                "threads": args.threads,
+                "max_parallel": args.max_parallel,
+                "isolation": isolation,
+                "queue_max": 1024,
+                "max_wait_s": 30.0,
+                "status_interval_s": 0.01,
+            },
+        )
+        try:
+            loaded = {s.name: s for path in stack.plugin_dir.glob("*.py") for s in load_file(path)}
+            subs = list(loaded.values())
+            per_chunk = [sum(1 for s in subs if s.matches(t, "main")) for t, _, _ in chunks]
+            expected = sum(per_chunk)
+            kb = statistics.mean(len(b) for *_, b in chunks) / 1024
+            print(
+                f"latency: {len(chunks)} chunks x {kb:.0f}"
+                f" KB, {len(subs)} substreams ({expected / len(chunks):.1f} run per chunk), "
+                f"{args.workers} workers x {args.threads} threads, isolation {isolation}"
+            )
+            all_latencies: list[float] = []
+            for e in range(args.epochs):
+                epoch = 1_800_000_000 + e
+                keys = []
+                for i, (type_, _, blob) in enumerate(chunks):
+                    key = ChunkKey(epoch, "dc1", type_, "main", i)
+                    stack.riak.put("events", "events", key.format(), blob)
+                    keys.append(key)
+                before = results_stored(stack)
+                t0 = time.monotonic()
+                stack.riak.put(
+                    "epochs", "epochs", f"{epoch}-dc1", format_metadata(keys).encode(),
+                    content_type="text/plain",
+                )  # fmt: skip
+                put_s = time.monotonic() - t0
+                seen: list[float] = []
+                done = 0
+                while done < expected and time.monotonic() - t0 < 120:
+                    now = results_stored(stack) - before
+                    t = time.monotonic() - t0
+                    seen += [t] * (now - done)
+                    done = now
+                    time.sleep(0.01)
+                all_latencies += seen
+                print(
+                    f"  epoch {e}: metadata PUT {put_s * 1000:.1f} ms; results stored "
+                    f"{done}/{expected}; p50 {pct(seen, 0.5):.3f} s, p99 {pct(seen, 0.99):.3f} s,"
+                    f" last {max(seen):.3f} s"
+                )
+            print(
+                f"  all epochs: p50 {pct(all_latencies, 0.5):.3f} s, "
+                f"p99 {pct(all_latencies, 0.99):.3f} s (target p99 <= 1 s)"
+            )
+        finally:
+            stack.stop()
+
+
+def cpu_now() -> float:
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
+
+
+def bench_decode_once(
+    chunks: list[tuple[str, Any, bytes]], subs: list[Substream], isolation: Isolation
+) -> None:
+    sample = chunks[: min(10, len(chunks))]
+    print(f"decode once: {len(sample)} chunks, sandboxed runs, isolation {isolation}")
+    t = time.perf_counter()
+    for i, (type_, _, blob) in enumerate(sample):
+        unpack_blob(blob, key=f"0:dc:{type_}:main:{i}")
+    decode_s = (time.perf_counter() - t) / len(sample)
+    print(f"  verify+decode: {decode_s * 1000:.1f} ms per chunk")
+    # All substreams on every chunk regardless of type: N runs per chunk.
+    generic = [s for s in subs if not s.types] or subs
+    for n in (1, 10, 50):
+        chosen = [generic[i % len(generic)] for i in range(n)]
+        t = time.perf_counter()
+        for i, (type_, _, blob) in enumerate(sample):
+            events = unpack_blob(blob)
+            ctx = Context(0, "dc", type_, "main", i)
+            run_substreams(chosen, events, ctx, max_parallel=4, isolation=isolation)
+        once = (time.perf_counter() - t) / len(sample)
+        n_decodes = once + (n - 1) * decode_s
+        print(
+            f"  {n:>2} substreams: {once * 1000:7.1f} ms per chunk (decode once); "
+            f"decoding per substream would be {n_decodes * 1000:7.1f} ms; "
+            f"sandboxed run ~{(once - decode_s) / n * 1000:.1f} ms each"
+        )
+
+
+def bench_cpu(
+    chunks: list[tuple[str, Any, bytes]], subs: list[Substream], isolation: Isolation
+) -> None:
+    compressed = sum(len(b) for *_, b in chunks)
+    c0 = cpu_now()
+    for *_, blob in chunks:
+        unpack_blob(blob)
+    decode_cpu = cpu_now() - c0
+    c0 = cpu_now()
+    runs = 0
+    for i, (type_, _, blob) in enumerate(chunks):
+        events = unpack_blob(blob)
+        chosen = [s for s in subs if s.matches(type_, "main")]
+        runs += len(chosen)
+        ctx = Context(0, "dc", type_, "main", i)
+        run_substreams(chosen, events, ctx, max_parallel=4, isolation=isolation)
+    total_cpu = cpu_now() - c0
+    scale = BOOKING_EPOCH_BYTES / compressed
+    print(
+        f"cpu ({isolation}): {compressed / 2**20:.1f} MB compressed in {len(chunks)} chunks, "
+        f"{runs} runs: "
+        f"decode {decode_cpu:.2f} CPU s, decode + substreams {total_cpu:.2f} CPU s"
+    )
+    print(
+        f"  extrapolated to a 70 MB epoch: decode {decode_cpu * scale:.1f} CPU s, "
+        f"decode + 10 substreams {total_cpu * scale:.1f} CPU s (Booking: ~5 s to decode in Perl)"
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--chunks", type=int, default=100)
+    parser.add_argument("--chunk-kb", type=int, default=400)
+    parser.add_argument("--epochs", type=int, default=3)
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--max-parallel", type=int, default=4)
+    parser.add_argument("--skip-latency", action="store_true")
+    parser.add_argument("--isolation", choices=["substream", "chunk", "both"], default="both")
+    args = parser.parse_args()
+    t = time.perf_counter()
+    chunks = make_chunks(args.chunks, args.chunk_kb)
+    print(f"generated {len(chunks)} chunks in {time.perf_counter() - t:.1f} s")
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, source in plugin_sources().items():
+            (Path(tmp) / name).write_text(source)
+        subs = [s for p in plugin_files(Path(tmp)) for s in load_file(p)]
+        modes: list[Isolation] = (
+            ["substream", "chunk"] if args.isolation == "both" else [args.isolation]
+        )
+        for mode in modes:
+            bench_decode_once(chunks, subs, mode)
+            bench_cpu(chunks, subs, mode)
+    if not args.skip_latency:
+        for mode in modes:
+            bench_latency(args, chunks, mode)
+
+
+if __name__ == "__main__":
+    main()

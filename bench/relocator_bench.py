@@ -1,0 +1,338 @@
+"""Relocator benchmarks: end-to-end intake -> devnode, spool intake, epoch lag, journal.
+
+Every run starts its own devnode and relocator processes (real processes, fsync on) in a
+temporary directory, on this machine's loopback. Modes (default: all):
+
+- ``e2e``: ``--events`` events of the realistic mix (``relocator.loadgen``) sent over
+  ``--connections`` TCP connections as fast as acknowledgements allow (frames pipelined,
+  epochs stamped at send time); the clock stops when every acknowledged event is in the
+  devnode (relocator backlog empty, nothing open). Reports events/s and raw MB/s (raw =
+  the events' compact JSON size) and acked-only intake rates.
+- ``spool``: ``--spool-files`` blobs, written by Perl's Sereal::Encoder when available
+  (zlib, dedupe) else by ours, one per epoch-dc-type, sizes cycling over 1/8, 4/8, 6/8,
+  1 and 3 times ``--spool-events`` events (about 50 KB to 1.2 MB: some fit one chunk
+  and are stored verbatim, the others are split); ``--spool-fit``: only ~400 KB blobs.
+  The clock stops when every file is pushed and deleted. Reports spool MB/s (file
+  bytes) and raw MB/s.
+- ``lag``: ``--rate`` events/s for ``--seconds`` over TCP; a poller reads each epoch's
+  metadata key every 20 ms and records when it first appears; lag = that time minus the
+  end of the epoch (epoch + 1). Reports p50/p99 (the relocator's grace is ``--grace-s``).
+- ``journal``: group commits of ``--frames`` 700-byte frames into the segment journal
+  (fdatasync) against LMDB (sync commit), both in this process.
+
+    .venv/bin/python bench/relocator_bench.py [--mode e2e|spool|lag|journal|all]
+
+The machine has 2 cores shared by the driver, the relocator and the devnode; the driver's
+own encoding is done before the clock starts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+from eventstore import sereal
+from eventstore.devnode.testing import DevnodeProcess, free_port
+from eventstore.riak import NotFound, RiakClient
+from relocator.loadgen import generate, raw_size
+from relocator.testing import RelocatorProcess, write_config
+from relocator.wire import ACK, LENGTH, encode_frame
+
+
+def _status(port: int) -> dict[str, Any]:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/status", timeout=5) as r:
+        value: dict[str, Any] = json.load(r)
+    return value
+
+
+def _drained(port: int) -> bool:
+    s = _status(port)
+    return s["open_events"] == 0 and s["batches"] == 0 and not any(s["backlog"].values())
+
+
+def _setup(
+    tmp: Path, grace_s: float, spool: Path | None = None
+) -> tuple[DevnodeProcess, RelocatorProcess, int, int]:
+    node = DevnodeProcess(tmp / "devnode" / "data").start()
+    tcp, mport = free_port(), free_port()
+    cfg = write_config(
+        tmp / "r.toml",
+        data_dir=tmp / "rdata",
+        clusters={"dev": node.url},
+        tcp_port=tcp,
+        metrics_port=mport,
+        spool_dir=spool,
+        grace_s=grace_s,
+        tick_s=0.1,
+        segment_max_s=1.0,
+    )
+    proc = RelocatorProcess(cfg, metrics_port=mport, log_path=tmp / "relocator.log").start()
+    return node, proc, tcp, mport
+
+
+def _sender(port: int, docs: list[tuple[str, str, str, bytes]], acked: list[int]) -> None:
+    sock = socket.create_connection(("127.0.0.1", port))
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    window = 4000
+    sent = 0
+    got = 0
+    buf = b""
+    i = 0
+    while got < len(docs):
+        if sent - got < window and i < len(docs):
+            now = int(time.time())
+            batch = []
+            for type_, subtype, dc, doc in docs[i : i + 500]:
+                f = encode_frame(now, dc, type_, subtype, doc)
+                batch.append(LENGTH.pack(len(f)) + f)
+            sock.sendall(b"".join(batch))
+            sent += len(batch)
+            i += len(batch)
+            continue
+        data = sock.recv(65536)
+        if not data:
+            raise RuntimeError("relocator closed the connection")
+        buf += data
+        while len(buf) >= ACK.size:
+            (got,) = ACK.unpack_from(buf)
+            buf = buf[ACK.size :]
+    acked.append(got)
+    sock.close()
+
+
+def bench_e2e(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
+    node, proc, tcp, mport = _setup(tmp, args.grace_s)
+    try:
+        events = list(generate(args.events, seed=7, dcs=("ams1", "ams4")))
+        raw = sum(raw_size(e) for _, _, _, e in events)
+        docs = [(t, s, d, sereal.encode(e)) for t, s, d, e in events]
+        parts = [docs[k :: args.connections] for k in range(args.connections)]
+        acked: list[int] = []
+        start = time.perf_counter()
+        threads = [threading.Thread(target=_sender, args=(tcp, p, acked)) for p in parts]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        intake_s = time.perf_counter() - start
+        while not _drained(mport):
+            time.sleep(0.05)
+        total_s = time.perf_counter() - start
+        assert sum(acked) == len(docs)
+        return {
+            "events": len(docs),
+            "raw_mb": round(raw / 1e6, 1),
+            "intake_acked_events_per_s": round(len(docs) / intake_s),
+            "intake_acked_raw_mb_per_s": round(raw / intake_s / 1e6, 1),
+            "e2e_events_per_s": round(len(docs) / total_s),
+            "e2e_raw_mb_per_s": round(raw / total_s / 1e6, 1),
+            "e2e_seconds": round(total_s, 2),
+        }
+    finally:
+        proc.stop()
+        node.stop()
+
+
+_PERL = r"""
+use Sereal::Encoder qw(SRL_ZLIB); use Sereal::Decoder;
+local $/; my $in = <STDIN>;
+my $events = Sereal::Decoder->new->decode($in);
+binmode STDOUT;
+print Sereal::Encoder->new({compress => SRL_ZLIB, dedupe_strings => 1})->encode($events);
+"""
+
+
+def bench_spool(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
+    spool = tmp / "spool"
+    spool.mkdir()
+    node, proc, _, mport = _setup(tmp, args.grace_s, spool=spool)
+    try:
+        # Blob sizes as the seed describes them ("several KB to several MB"): a mix of
+        # per-epoch-dc-type blobs below and above the chunk limit.
+        sizes = [args.spool_events * k // 8 for k in ((7,) if args.spool_fit else (1, 4, 6, 8, 24))]
+        perl = shutil.which("perl") is not None
+        blobs: list[tuple[bytes, int, int]] = []  # (blob, events, raw bytes)
+        for n in sizes:
+            events = [e for _, _, _, e in generate(n, seed=n)]
+            plain = sereal.encode(events)
+            if perl:
+                blob = subprocess.run(
+                    ["perl", "-e", _PERL], input=plain, capture_output=True, check=True
+                ).stdout
+            else:
+                blob = sereal.encode(events, compress="zlib", dedupe_strings=True)
+            blobs.append((blob, n, sum(raw_size(e) for e in events)))
+        staging = tmp / "staging"
+        staging.mkdir()
+        epoch = int(time.time())
+        kinds = ("web-www", "web-api", "lb-haproxy", "cron-batch")
+        file_bytes = raw = count = 0
+        for i in range(args.spool_files):  # as aggregators write them: one per epoch-dc-type
+            blob, n, r = blobs[i % len(blobs)]
+            name = f"{epoch + i // len(kinds)}-ams1-{kinds[i % len(kinds)]}-b{i}.srl"
+            (staging / name).write_bytes(blob)
+            file_bytes += len(blob)
+            raw += r
+            count += n
+        start = time.perf_counter()
+        for p in sorted(staging.iterdir()):
+            os.replace(p, spool / p.name)
+        while any(p.suffix == ".srl" for p in spool.iterdir()) or not _drained(mport):
+            time.sleep(0.05)
+        took = time.perf_counter() - start
+        return {
+            "writer": "perl Sereal::Encoder (zlib, dedupe)" if perl else "eventstore.sereal",
+            "files": args.spool_files,
+            "blob_kb": [len(b) // 1000 for b, _, _ in blobs],
+            "file_mb": round(file_bytes / 1e6, 1),
+            "raw_mb": round(raw / 1e6, 1),
+            "spool_mb_per_s": round(file_bytes / took / 1e6, 1),
+            "raw_mb_per_s": round(raw / took / 1e6, 1),
+            "events_per_s": round(count / took),
+            "seconds": round(took, 2),
+        }
+    finally:
+        proc.stop()
+        node.stop()
+
+
+def bench_lag(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
+    node, proc, tcp, _ = _setup(tmp, args.grace_s)
+    seen: dict[int, float] = {}
+    stop = threading.Event()
+
+    def poll() -> None:
+        client = RiakClient([node.url])
+        while not stop.is_set():
+            now = time.time()
+            for epoch in range(int(now) - 10, int(now) + 1):
+                if epoch in seen:
+                    continue
+                try:
+                    client.get("epochs", "epochs", f"{epoch}-ams1")
+                except NotFound:
+                    continue
+                seen[epoch] = time.time()
+            time.sleep(0.02)
+        client.close()
+
+    try:
+        from relocator.producer import TcpEmitter
+
+        emitter = TcpEmitter("127.0.0.1", tcp, dc="ams1")
+        events = list(generate(args.rate * 2, seed=5))
+        poller = threading.Thread(target=poll)
+        poller.start()
+        start = time.monotonic()
+        first_epoch = int(time.time()) + 1
+        i = 0
+        while time.monotonic() - start < args.seconds:
+            t, s, _, e = events[i % len(events)]
+            emitter.emit(e, t, s)
+            i += 1
+            ahead = i / args.rate - (time.monotonic() - start)
+            if ahead > 0:
+                time.sleep(ahead)
+        last_epoch = int(time.time()) - 1
+        emitter.flush(30)
+        time.sleep(args.grace_s + 5)
+        stop.set()
+        poller.join()
+        emitter.close()
+        lags = sorted(seen[e] - (e + 1) for e in range(first_epoch, last_epoch + 1) if e in seen)
+        missing = [e for e in range(first_epoch, last_epoch + 1) if e not in seen]
+        return {
+            "rate_events_per_s": args.rate,
+            "achieved_events_per_s": round(i / args.seconds),
+            "grace_s": args.grace_s,
+            "epochs": len(lags),
+            "missing_epochs": len(missing),
+            "lag_p50_s": round(statistics.median(lags), 3),
+            "lag_p99_s": round(lags[min(len(lags) - 1, int(len(lags) * 0.99))], 3),
+            "lag_max_s": round(lags[-1], 3),
+        }
+    finally:
+        proc.stop()
+        node.stop()
+
+
+def bench_journal(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
+    import lmdb
+
+    from relocator.journal import Journal
+
+    frame = os.urandom(700)
+    groups = [[frame] * args.group for _ in range(args.frames // args.group)]
+    j = Journal(tmp / "journal", segment_max_bytes=64 * 1024**2)
+    list(j.replay())
+    start = time.perf_counter()
+    for g in groups:
+        j.append(g)
+    jt = time.perf_counter() - start
+    j.close()
+    env = lmdb.open(str(tmp / "lmdb"), map_size=8 * 1024**3, sync=True, metasync=True)
+    n = 0
+    start = time.perf_counter()
+    for g in groups:
+        with env.begin(write=True) as txn:
+            for f in g:
+                txn.put(n.to_bytes(8, "big"), f, append=True)
+                n += 1
+    lt = time.perf_counter() - start
+    env.close()
+    total = len(groups) * args.group * len(frame)
+    return {
+        "frames": len(groups) * args.group,
+        "group_commit": args.group,
+        "segment_log_mb_per_s": round(total / jt / 1e6, 1),
+        "segment_log_commits_per_s": round(len(groups) / jt),
+        "lmdb_mb_per_s": round(total / lt / 1e6, 1),
+        "lmdb_commits_per_s": round(len(groups) / lt),
+    }
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--mode", default="all", choices=["all", "e2e", "spool", "lag", "journal"])
+    p.add_argument("--events", type=int, default=200_000)
+    p.add_argument("--connections", type=int, default=4)
+    p.add_argument("--spool-files", type=int, default=20)
+    p.add_argument("--spool-events", type=int, default=8_000)
+    p.add_argument(
+        "--spool-fit",
+        action="store_true",
+        help="only blobs that fit one chunk (~7000 events, stored verbatim)",
+    )
+    p.add_argument("--rate", type=int, default=5000)
+    p.add_argument("--seconds", type=float, default=20.0)
+    p.add_argument("--grace-s", type=float, default=1.0)
+    p.add_argument("--frames", type=int, default=100_000)
+    p.add_argument("--group", type=int, default=256)
+    args = p.parse_args()
+    print(
+        f"# {platform.node()} {platform.processor() or platform.machine()} "
+        f"cpus={os.cpu_count()} python={sys.version.split()[0]} "
+        f"sereal={sereal.IMPLEMENTATION}"
+    )
+    modes = ["journal", "e2e", "spool", "lag"] if args.mode == "all" else [args.mode]
+    for mode in modes:
+        with tempfile.TemporaryDirectory(prefix=f"relocator-bench-{mode}-") as d:
+            result = globals()[f"bench_{mode}"](args, Path(d))
+        print(json.dumps({"mode": mode, **result}))
+
+
+if __name__ == "__main__":
+    main()

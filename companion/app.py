@@ -1,0 +1,295 @@
+"""The companion's HTTP app: Starlette, declared as data (routes, middleware, handlers,
+lifespan), one instance per gunicorn worker process.
+
+Routes:
+
+- ``POST /v1/keys``: a key group from the hook, ``{"epoch": E, "dc": D, "keys": [...]}``;
+  only from configured peers; answered ``202 {"accepted": n, "shed": m}`` at once (the
+  work happens on the engine's threads).
+- ``POST /v1/audit``: same body; the keys lacking a result are admitted (the auditor).
+- ``POST /v1/substreams/{name}/enable``: an operator re-enables a disabled substream.
+- ``GET /healthz``: 200 while the engine runs, 503 otherwise.
+- ``GET /metrics``: Prometheus exposition of every worker.
+- ``GET /v1/status``: the node's merged statistics as JSON.
+- ``GET /``: the status page (HTML).
+
+Failure semantics: domain code raises :mod:`companion.errors`; the one exception-handler
+table below turns each into a JSON answer with its status code. Nothing a plugin does
+reaches a request handler: plugins run on the engine's threads, in sandboxed children.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import threading
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
+from starlette.middleware import Middleware
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, JSONResponse, Response
+from starlette.routing import Route
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from companion import defaults, metrics
+from companion.errors import BadKeyGroup, CompanionError, PeerNotAllowed, UnknownSubstream
+from companion.settings import CompanionSettings, as_mapping
+from companion.signals import EngineSignals
+from companion.stats import WorkerStats, merge, read_snapshots, write_snapshot
+from companion.statuspage import render_status
+from companion.worker import Engine
+from eventstore.errors import InvalidName
+from eventstore.names import ChunkKey
+from substreams.loader import PluginSet
+
+log = logging.getLogger(__name__)
+
+__all__ = ["create_app"]
+
+
+class PeerAllowlist:
+    """Refuse POSTs from addresses not in ``settings.peers`` (403), before any parsing."""
+
+    def __init__(self, app: ASGIApp, settings: CompanionSettings) -> None:
+        self.app = app
+        self.settings = settings
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope["method"] == "POST":
+            client = scope.get("client")
+            peer = client[0] if client else None
+            if not self.settings.allows(peer):
+                log.warning("companion: refused POST %s from %s", scope["path"], peer)
+                response = JSONResponse(
+                    {"error": "PeerNotAllowed", "message": f"{peer} is not a configured peer"},
+                    status_code=PeerNotAllowed.status_code,
+                )
+                await response(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+
+def _parse_key_group(body: bytes) -> tuple[int, str, list[ChunkKey]]:
+    if len(body) > defaults.MAX_BODY_BYTES:
+        raise BadKeyGroup(f"body of {len(body)} bytes is over {defaults.MAX_BODY_BYTES}")
+    try:
+        data = json.loads(body)
+    except ValueError as e:
+        raise BadKeyGroup(f"body is not JSON: {e}") from e
+    if not isinstance(data, dict):
+        raise BadKeyGroup("body must be a JSON object")
+    epoch, dc, keys = data.get("epoch"), data.get("dc"), data.get("keys")
+    if isinstance(epoch, bool) or not isinstance(epoch, int) or not isinstance(dc, str):
+        raise BadKeyGroup("epoch must be an integer and dc a string")
+    if not isinstance(keys, list) or len(keys) > defaults.MAX_KEYS:
+        raise BadKeyGroup(f"keys must be a list of at most {defaults.MAX_KEYS} chunk keys")
+    parsed = []
+    for text in keys:
+        try:
+            key = ChunkKey.parse(text)
+        except InvalidName as e:
+            raise BadKeyGroup(str(e)) from e
+        if key.epoch != epoch or key.dc != dc:
+            raise BadKeyGroup(f"key {text} is not of epoch {epoch} and dc {dc}")
+        parsed.append(key)
+    return epoch, dc, parsed
+
+
+async def post_keys(request: Request) -> Response:
+    epoch, dc, keys = _parse_key_group(await request.body())
+    engine: Engine = request.app.state.engine
+    accepted, shed = engine.submit(epoch, dc, keys)
+    return JSONResponse({"accepted": accepted, "shed": shed}, status_code=202)
+
+
+async def post_audit(request: Request) -> Response:
+    epoch, dc, keys = _parse_key_group(await request.body())
+    engine: Engine = request.app.state.engine
+    missing, accepted, shed = await run_in_threadpool(engine.audit, epoch, dc, keys)
+    return JSONResponse({"missing": missing, "accepted": accepted, "shed": shed})
+
+
+async def enable_substream(request: Request) -> Response:
+    name = request.path_params["name"]
+    engine: Engine = request.app.state.engine
+    try:
+        removed = engine.disabled.enable(name)
+    except InvalidName as e:
+        raise UnknownSubstream(str(e)) from e
+    if not removed and name not in engine.plugins.substreams:
+        raise UnknownSubstream(f"no substream {name!r} on this node")
+    log.info("companion: substream=%s re-enabled by an operator", name)
+    return JSONResponse({"substream": name, "enabled": True})
+
+
+async def healthz(request: Request) -> Response:
+    engine: Engine = request.app.state.engine
+    alive = engine.alive()
+    body = {
+        "status": "ok" if alive else "engine stopped",
+        "queue_depth": engine.queue_depth(),
+        "substreams": sorted(engine.plugins.substreams),
+        "load_failures": len(engine.plugins.report.failures),
+    }
+    return JSONResponse(body, status_code=200 if alive else 503)
+
+
+async def metrics_endpoint(request: Request) -> Response:
+    engine: Engine = request.app.state.engine
+    metrics.set_queue_depth(engine.queue_depth())
+    body = metrics.render(request.app.state.metrics_dir)
+    return Response(body, media_type=metrics.CONTENT_TYPE_LATEST)
+
+
+def _node_view(request: Request) -> dict[str, Any]:
+    state = request.app.state
+    state.publish_stats()
+    return merge(read_snapshots(state.settings.state_dir / "status"))
+
+
+async def status_json(request: Request) -> Response:
+    return JSONResponse(_node_view(request))
+
+
+async def status_page(request: Request) -> Response:
+    state = request.app.state
+    engine: Engine = state.engine
+    loaded = {
+        s.name: {
+            "version": s.version,
+            "types": list(s.types),
+            "subtypes": list(s.subtypes),
+            "origin": s.origin,
+        }
+        for s in engine.plugins.substreams.values()
+    }
+    failures = [(f.origin, f.reason) for f in engine.plugins.report.failures]
+    page = render_status(
+        node=state.settings.node or state.settings.listen,
+        merged=_node_view(request),
+        loaded=loaded,
+        load_failures=failures,
+        disabled=engine.disabled.all(),
+        settings=as_mapping(state.settings),
+    )
+    return HTMLResponse(page)
+
+
+async def companion_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, CompanionError)
+    return JSONResponse(
+        {"error": type(exc).__name__, "message": str(exc)}, status_code=exc.status_code
+    )
+
+
+def _connect_stats(signals: EngineSignals, stats: WorkerStats) -> None:
+    def run_finished(*, substream: str, key: ChunkKey, kind: str, wall_s: float,
+                     error: str | None, **_: Any) -> None:  # fmt: skip
+        stats.record_run(substream, kind, wall_s, key=key.format(), error=error)
+
+    def chunk_shed(*, key: ChunkKey, substreams: list[str], reason: str, **_: Any) -> None:
+        stats.count("chunks_shed")
+        for name in substreams:
+            stats.record_run(name, "shed", 0.0, key=key.format(), error=f"shed: {reason}")
+
+    def key_group(*, accepted: int, **_: Any) -> None:
+        stats.count("key_groups")
+        stats.count("chunks_accepted", accepted)
+
+    signals.run_finished.connect(run_finished)
+    signals.chunk_shed.connect(chunk_shed)
+    signals.key_group.connect(key_group)
+    signals.chunk_unreadable.connect(lambda **_: stats.count("chunks_unreadable"))
+    signals.chunk_processed.connect(lambda **_: stats.count("chunks_processed"))
+    signals.result_stored.connect(lambda **_: stats.count("results_stored"))
+    signals.result_not_stored.connect(lambda **_: stats.count("results_not_stored"))
+
+
+def create_app(settings: CompanionSettings, *, metrics_dir: Path | None = None) -> Starlette:
+    """Build the app. Resources (Riak client, engine, threads) open in the lifespan, so
+    each gunicorn worker builds its own after the fork.
+
+    Args:
+        settings: the companion's settings.
+        metrics_dir: prometheus-client's multiprocess directory, when under gunicorn.
+    """
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        riak = settings.riak.client()
+        plugins = PluginSet(
+            settings.all_plugin_dirs,
+            use_entry_points=settings.entry_points,
+            check_in_child=settings.check_plugins_in_child,
+        )
+        signals = EngineSignals()
+        stats = WorkerStats()
+        metrics.connect(signals)
+        _connect_stats(signals, stats)
+        engine = Engine(settings, riak, plugins, signals=signals).start()
+        status_dir = settings.state_dir / "status"
+        stop = threading.Event()
+
+        written = [-1, 0.0]  # changes count and time of the last snapshot written
+
+        def publish_stats() -> None:
+            stats.queue_depth = engine.queue_depth()
+            stats.set_loaded(
+                {n: s.version for n, s in plugins.substreams.items()}, len(plugins.report.failures)
+            )
+            with contextlib.suppress(OSError):
+                write_snapshot(status_dir, stats.snapshot())
+            written[:] = [stats.changes, time.monotonic()]
+
+        def publisher() -> None:
+            while not stop.wait(settings.status_interval_s):
+                stats.set_loaded(
+                    {n: s.version for n, s in plugins.substreams.items()},
+                    len(plugins.report.failures),
+                )
+                # Unchanged snapshots are rewritten only every few seconds, to stay fresh
+                # (read_snapshots ignores stale files of workers that are gone).
+                if stats.changes != written[0] or time.monotonic() - written[1] > 5.0:
+                    publish_stats()
+
+        thread = threading.Thread(target=publisher, name="companion-status", daemon=True)
+        thread.start()
+        app.state.settings = settings
+        app.state.engine = engine
+        app.state.metrics_dir = metrics_dir
+        app.state.publish_stats = publish_stats
+        log.info(
+            "companion worker ready: node=%s substreams=%s",
+            settings.node,
+            ",".join(sorted(plugins.substreams)),
+        )
+        try:
+            yield
+        finally:
+            stop.set()
+            engine.stop()
+            thread.join(2.0)
+            with contextlib.suppress(OSError):
+                (status_dir / f"{stats.snapshot()['pid']}.json").unlink()
+            riak.close()
+
+    return Starlette(
+        routes=[
+            Route("/v1/keys", post_keys, methods=["POST"]),
+            Route("/v1/audit", post_audit, methods=["POST"]),
+            Route("/v1/substreams/{name}/enable", enable_substream, methods=["POST"]),
+            Route("/healthz", healthz, methods=["GET"]),
+            Route("/metrics", metrics_endpoint, methods=["GET"]),
+            Route("/v1/status", status_json, methods=["GET"]),
+            Route("/", status_page, methods=["GET"]),
+        ],
+        middleware=[Middleware(PeerAllowlist, settings=settings)],
+        exception_handlers={CompanionError: companion_error},
+        lifespan=lifespan,
+    )

@@ -1,0 +1,150 @@
+"""``riak-events companion``: serve the companion under gunicorn with pre-forked workers.
+
+Every option can also be given as ``RIAK_EVENTS_COMPANION_<OPTION>`` (e.g.
+``RIAK_EVENTS_COMPANION_CONFIG``, ``RIAK_EVENTS_COMPANION_LISTEN``). gunicorn runs in
+this process as the master (``-k asgi``: gunicorn's native ASGI worker); each worker
+builds its own app resources after the fork. The master also holds the ZooKeeper
+session (live-node znode and registry mirror), so there is one per node.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+import click
+
+from companion import defaults
+from companion.settings import CompanionSettings, load
+from eventstore.settings import SettingsError
+
+log = logging.getLogger(__name__)
+
+
+def _prepare_state_dir(settings: CompanionSettings) -> Path:
+    """Create the state directory; empty what belongs to a previous run."""
+    settings.state_dir.mkdir(parents=True, exist_ok=True)
+    metrics_dir = settings.state_dir / "prometheus"
+    for stale in (metrics_dir, settings.state_dir / "status"):
+        shutil.rmtree(stale, ignore_errors=True)
+    metrics_dir.mkdir()
+    settings.registry_dir.mkdir(exist_ok=True)
+    return metrics_dir
+
+
+def serve(settings: CompanionSettings) -> None:
+    """Run gunicorn's master with ``settings.workers`` ASGI workers until stopped."""
+    from gunicorn.app.base import BaseApplication  # noqa: PLC0415
+
+    metrics_dir = _prepare_state_dir(settings)
+    # prometheus-client picks its multiprocess mode from the environment when first
+    # imported; nothing has imported it yet in this process (companion.app does).
+    os.environ["PROMETHEUS_MULTIPROC_DIR"] = str(metrics_dir)
+    from prometheus_client import multiprocess  # noqa: PLC0415
+
+    from companion.app import create_app  # noqa: PLC0415
+    from companion.stats import merge, read_snapshots  # noqa: PLC0415
+
+    presence: list[Any] = []
+
+    def when_ready(server: Any) -> None:
+        start_auditor()
+        if not settings.zk_hosts:
+            return
+        from companion.zk import ZooKeeperPresence  # noqa: PLC0415
+
+        def health() -> dict[str, Any]:
+            view = merge(read_snapshots(settings.state_dir / "status"))
+            return {"workers": view["workers"], "queue_depth": view["queue_depth"]}
+
+        try:
+            presence.append(ZooKeeperPresence(settings, health=health).start())
+        except Exception as e:  # ZooKeeper down must not stop the companion
+            log.error("zookeeper at %s unavailable, running without: %s", settings.zk_hosts, e)
+
+    def start_auditor() -> None:
+        if settings.audit_interval_s <= 0 or not settings.audit_dcs:
+            return
+        from companion.auditor import Auditor, http_post  # noqa: PLC0415
+
+        host = "127.0.0.1" if settings.host in ("0.0.0.0", "::", "") else settings.host
+        auditor = Auditor(settings, settings.riak.client(), http_post(host, settings.port))
+        presence.append(auditor.start())
+
+    def on_exit(server: Any) -> None:
+        for p in presence:
+            p.stop()
+
+    def child_exit(server: Any, worker: Any) -> None:
+        multiprocess.mark_process_dead(worker.pid)  # type: ignore[no-untyped-call]
+
+    options = {
+        "bind": [settings.listen],
+        "workers": settings.workers,
+        "worker_class": "asgi",
+        "asgi_lifespan": "on",
+        "graceful_timeout": defaults.GRACEFUL_TIMEOUT_S,
+        "timeout": defaults.WORKER_TIMEOUT_S,
+        "proc_name": f"riak-events-companion {settings.node or settings.listen}",
+        # One control socket per companion (several may share a host in tests).
+        "control_socket": str(settings.state_dir / "gunicorn.ctl"),
+        "errorlog": "-",
+        "accesslog": None,
+        "loglevel": logging.getLevelName(logging.getLogger().getEffectiveLevel()).lower(),
+        "when_ready": when_ready,
+        "on_exit": on_exit,
+        "child_exit": child_exit,
+    }
+
+    class CompanionServer(BaseApplication):  # type: ignore[misc]
+        def load_config(self) -> None:
+            for name, value in options.items():
+                self.cfg.set(name, value)
+
+        def load(self) -> Any:
+            return create_app(settings, metrics_dir=metrics_dir)
+
+    CompanionServer().run()
+
+
+@click.command()
+@click.option(
+    "--config",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="TOML settings file (see companion/example-config.toml).",
+)
+@click.option(
+    "--listen", metavar="HOST:PORT", help=f"Address to serve on. [default: {defaults.LISTEN}]"
+)
+@click.option("--node", help="This node's logical name (ZooKeeper, status page).")
+@click.option("--workers", type=click.IntRange(1, 256), help="gunicorn worker processes.")
+@click.option("--threads", type=click.IntRange(1, 256), help="Chunk threads per worker.")
+@click.option(
+    "--state-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="State directory (metrics, status, disabled markers, registry plugins).",
+)
+@click.option(
+    "--plugin-dir",
+    "plugin_dirs",
+    multiple=True,
+    type=click.Path(file_okay=False, path_type=Path),
+    help="A plugins directory (repeatable; replaces [companion] plugin_dirs).",
+)
+@click.option("--peer", "peers", multiple=True, help="An allowed peer address or network.")
+@click.option("--riak", "riak_nodes", multiple=True, help="A Riak node URL (repeatable).")
+@click.option("--zk-hosts", help="ZooKeeper hosts, e.g. 127.0.0.1:2181 (empty: none).")
+def companion(config: Path | None, **overrides: Any) -> None:
+    """Run substreams next to the data: receive key groups from the hook, run every
+    plugin sandboxed on each chunk, store the results."""
+    try:
+        settings = load(config, **overrides)
+    except SettingsError as e:
+        raise click.ClickException(str(e)) from e
+    if settings.host not in ("127.0.0.1", "localhost", "::1"):
+        log.warning("companion: listening on %s; only peers %s may POST", settings.host,
+                    ", ".join(settings.peers))  # fmt: skip
+    serve(settings)

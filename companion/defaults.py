@@ -1,0 +1,62 @@
+"""Every default of the companion, documented, in one place (the rq/defaults.py pattern).
+
+The settings file, environment variables (``RIAK_EVENTS_COMPANION_<OPTION>``) and CLI
+flags override these; nothing else reads them.
+"""
+
+from __future__ import annotations
+
+#: Where the companion serves. Loopback: only the local node's hook should reach it.
+LISTEN = "127.0.0.1:5001"
+#: gunicorn worker processes (pre-forked). The seed ran "around 10 forks" per node.
+WORKERS = 2
+#: Chunk-processing threads per worker process; each runs the sandboxed children of one
+#: chunk at a time.
+THREADS = 2
+#: "substream": one sandboxed child per substream and chunk (nothing shared between
+#: plugins); "chunk": one child per chunk runs the substreams in turn, each with its
+#: own deadline and limits (one fork and one copy-on-write of the events per chunk
+#: instead of per substream; plugins see each other's mutations of the events).
+ISOLATION = "substream"
+#: Sandboxed children alive at once per chunk.
+MAX_PARALLEL = 4
+#: Chunks waiting per worker process. Above this, arrivals are shed at once.
+QUEUE_MAX = 64
+#: A chunk that cannot start within this many seconds of arrival is shed: its results
+#: would be late anyway and consumers will have fallen back.
+MAX_WAIT_S = 2.0
+#: Peers (IP addresses) allowed to POST key groups.
+PEERS = ("127.0.0.1", "::1")
+#: Consecutive failed runs (error, timeout, killed) after which a substream is disabled
+#: on this node until a new version arrives or an operator re-enables it.
+DISABLE_AFTER = 5
+#: Platform caps on every plugin's declared limits.
+TIMEOUT_CAP_S = 5.0
+MEMORY_CAP_MB = 1024
+MAX_RESULT_BYTES_CAP = 1024 * 1024
+#: Seconds between checks of the plugin directories for changes (hot reload).
+RELOAD_INTERVAL_S = 1.0
+#: Seconds between writes of a worker's statistics for the status page.
+STATUS_INTERVAL_S = 1.0
+#: Time-series resolution and length of the status page's plots.
+SERIES_STEP_S = 10
+SERIES_POINTS = 60
+#: Durations kept per substream for p50/p99.
+RECENT_RUNS = 512
+#: Largest accepted POST /v1/keys body, bytes, and most keys in one group.
+MAX_BODY_BYTES = 1024 * 1024
+MAX_KEYS = 10000
+#: State directory: metrics of the workers, status snapshots, disabled markers,
+#: plugins received from the registry.
+STATE_DIR = "var/companion"
+#: gunicorn: seconds to finish requests on shutdown; worker silent-timeout.
+GRACEFUL_TIMEOUT_S = 10
+WORKER_TIMEOUT_S = 30
+#: ZooKeeper (empty hosts: no ZooKeeper), the root of our znodes.
+ZK_HOSTS = ""
+ZK_ROOT = "/riak-events"
+#: Seconds between updates of the live-node znode's health.
+ZK_HEALTH_INTERVAL_S = 10.0
+#: Auditor: how far back and how often it looks for chunks without results (0: off).
+AUDIT_INTERVAL_S = 0.0
+AUDIT_LOOKBACK_S = 120

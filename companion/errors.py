@@ -1,0 +1,39 @@
+"""Errors of the companion: one root; the app maps each class to one HTTP answer.
+
+Domain code raises these; ``companion.app`` holds the one table from classes to status
+codes. ``retriable`` says whether the sender may try again later.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+
+class CompanionError(Exception):
+    """Root of every error the companion raises on purpose."""
+
+    retriable: ClassVar[bool] = False
+    status_code: ClassVar[int] = 500
+
+
+class PeerNotAllowed(CompanionError):
+    """A request came from an address not in ``peers``; answered 403."""
+
+    status_code = 403
+
+
+class BadKeyGroup(CompanionError):
+    """A POST /v1/keys body is not ``{"epoch": E, "dc": D, "keys": [...]}`` with keys of
+    that epoch and dc; answered 400."""
+
+    status_code = 400
+
+
+class UnknownSubstream(CompanionError):
+    """An operator request names a substream this node does not have; answered 404."""
+
+    status_code = 404
+
+
+class ChunkUnreadable(CompanionError):
+    """A chunk could not be fetched, verified or decoded; its results are marked error."""

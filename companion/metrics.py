@@ -1,0 +1,107 @@
+"""Prometheus metrics of the companion, fed by the engine's signals.
+
+Under gunicorn each worker is a process: prometheus-client's multiprocess mode is on
+when ``PROMETHEUS_MULTIPROC_DIR`` is set before this module is imported (the CLI, the
+only place that touches the environment, sets it to ``<state_dir>/prometheus`` and
+empties it at start); ``/metrics`` then merges every worker's files. Without it (tests
+in one process) the default registry is served.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    REGISTRY,
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    generate_latest,
+    multiprocess,
+)
+
+from companion.signals import EngineSignals
+
+__all__ = ["CONTENT_TYPE_LATEST", "connect", "render"]
+
+KEY_GROUPS = Counter("companion_key_groups_total", "Key groups received from the hook")
+CHUNKS = Counter("companion_chunks_total", "Chunks admitted or shed", ["outcome"])
+RUNS = Counter(
+    "companion_substream_runs_total", "Sandboxed runs by outcome", ["substream", "status", "kind"]
+)
+SECONDS = Histogram(
+    "companion_substream_seconds",
+    "Wall-clock time of one sandboxed run",
+    ["substream"],
+    buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0),
+)
+CPU_SECONDS = Counter(
+    "companion_substream_cpu_seconds_total", "CPU time of sandboxed runs", ["substream"]
+)
+RESULTS = Counter("companion_results_stored_total", "Result values stored", ["status"])
+RESULTS_NOT_STORED = Counter(
+    "companion_results_not_stored_total", "Result writes that failed", ["substream"]
+)
+DISABLED = Counter(
+    "companion_substreams_disabled_total", "Substreams disabled on this node", ["substream"]
+)
+QUEUE_DEPTH = Gauge("companion_queue_depth", "Chunks waiting", multiprocess_mode="livesum")
+
+
+def connect(signals: EngineSignals) -> None:
+    """Subscribe the metrics to an engine's signals."""
+
+    def key_group(*, accepted: int, shed: int, **_: Any) -> None:
+        KEY_GROUPS.inc()
+        CHUNKS.labels("accepted").inc(accepted)
+        if shed:
+            CHUNKS.labels("shed_on_arrival").inc(shed)
+
+    def run_finished(*, substream: str, kind: str, status: str, wall_s: float, cpu_s: float,
+                     **_: Any) -> None:  # fmt: skip
+        RUNS.labels(substream, status, kind).inc()
+        SECONDS.labels(substream).observe(wall_s)
+        CPU_SECONDS.labels(substream).inc(cpu_s)
+
+    def chunk_shed(**_: Any) -> None:
+        CHUNKS.labels("shed").inc()
+
+    def chunk_unreadable(**_: Any) -> None:
+        CHUNKS.labels("unreadable").inc()
+
+    def chunk_processed(**_: Any) -> None:
+        CHUNKS.labels("processed").inc()
+
+    def result_stored(*, status: str, **_: Any) -> None:
+        RESULTS.labels(status).inc()
+
+    def result_not_stored(*, substream: str, **_: Any) -> None:
+        RESULTS_NOT_STORED.labels(substream).inc()
+
+    def substream_disabled(*, substream: str, **_: Any) -> None:
+        DISABLED.labels(substream).inc()
+
+    signals.key_group.connect(key_group)
+    signals.run_finished.connect(run_finished)
+    signals.chunk_shed.connect(chunk_shed)
+    signals.chunk_unreadable.connect(chunk_unreadable)
+    signals.chunk_processed.connect(chunk_processed)
+    signals.result_stored.connect(result_stored)
+    signals.result_not_stored.connect(result_not_stored)
+    signals.substream_disabled.connect(substream_disabled)
+
+
+def set_queue_depth(depth: int) -> None:
+    QUEUE_DEPTH.set(depth)
+
+
+def render(multiprocess_dir: Path | None = None) -> bytes:
+    """The exposition text of every worker (``multiprocess_dir`` given) or of this process."""
+    if multiprocess_dir is not None:
+        registry = CollectorRegistry()
+        multiprocess.MultiProcessCollector(registry, path=str(multiprocess_dir))  # type: ignore[no-untyped-call]
+        return generate_latest(registry)
+    return generate_latest(REGISTRY)

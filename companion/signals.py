@@ -1,0 +1,63 @@
+"""Lifecycle signals of the engine (huey's pattern): metrics and statistics subscribe,
+the engine does not know who listens.
+
+    signals.run_finished.connect(lambda **kw: ...)
+
+Receivers are called synchronously in the sending thread with keyword arguments; an
+exception in a receiver is logged and never reaches the engine.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+Receiver = Callable[..., None]
+
+
+class Signal:
+    """One named event with any number of receivers."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self._receivers: list[Receiver] = []
+
+    def connect(self, receiver: Receiver) -> Receiver:
+        self._receivers.append(receiver)
+        return receiver
+
+    def disconnect(self, receiver: Receiver) -> None:
+        self._receivers.remove(receiver)
+
+    def send(self, **kwargs: Any) -> None:
+        for receiver in list(self._receivers):
+            try:
+                receiver(**kwargs)
+            except Exception:
+                log.exception("signal %s: receiver %r failed", self.name, receiver)
+
+
+class EngineSignals:
+    """The engine's signals; one instance per engine.
+
+    - ``key_group(epoch, dc, accepted, shed)``: a POST /v1/keys was admitted.
+    - ``run_finished(substream, version, key, kind, status, wall_s, cpu_s, error)``.
+    - ``chunk_shed(key, substreams, reason)``: a chunk was not processed.
+    - ``chunk_unreadable(key, error)``.
+    - ``chunk_processed(key, runs)``: every matching substream ran and was stored.
+    - ``result_stored(substream, key, status)`` / ``result_not_stored(substream, key, error)``.
+    - ``substream_disabled(substream, version, reason)``.
+    """
+
+    def __init__(self) -> None:
+        self.key_group = Signal("key_group")
+        self.run_finished = Signal("run_finished")
+        self.chunk_shed = Signal("chunk_shed")
+        self.chunk_unreadable = Signal("chunk_unreadable")
+        self.chunk_processed = Signal("chunk_processed")
+        self.result_stored = Signal("result_stored")
+        self.result_not_stored = Signal("result_not_stored")
+        self.substream_disabled = Signal("substream_disabled")

@@ -1,0 +1,298 @@
+"""A harness that runs a real companion (gunicorn master + workers), for tests and benches.
+
+It writes nothing itself: give it a settings file. It starts
+``python -m companion --config FILE --listen 127.0.0.1:<free port>`` with its log in a
+file, waits until ``/healthz`` answers 200 (every worker has loaded its plugins when
+``wait_workers`` status snapshots exist), and stops it with SIGTERM (then SIGKILL of its
+process group, so no worker or sandboxed child outlives it).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import http.client
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from eventstore.blob import pack_blob
+from eventstore.devnode.testing import DevnodeProcess, free_port
+from eventstore.names import ChunkKey, format_metadata
+from eventstore.riak import NotFound, Retry, RiakClient
+from substreams.results import ResultRecord, read_result
+
+__all__ = ["CompanionProcess", "Stack", "process_alive", "start_stack"]
+
+
+class CompanionProcess:
+    """One companion on a free loopback port."""
+
+    def __init__(
+        self,
+        config: Path,
+        *,
+        port: int | None = None,
+        start_timeout_s: float = 30.0,
+        extra_args: tuple[str, ...] = (),
+        python: str = sys.executable,
+    ) -> None:
+        self.config = config
+        self.port = port or free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.log_path = config.parent / f"companion-{self.port}.log"
+        self._start_timeout_s = start_timeout_s
+        self._extra_args = extra_args
+        self._python = python
+        self._process: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> CompanionProcess:
+        """Start and wait for ``/healthz``.
+
+        Raises:
+            RuntimeError: it exited or did not become healthy in time; with its log.
+        """
+        argv = [self._python, "-m", "companion", "--config", str(self.config)]
+        argv += ["--listen", f"127.0.0.1:{self.port}", *self._extra_args]
+        env = {k: v for k, v in os.environ.items() if not k.startswith("RIAK_EVENTS_")}
+        env.pop("PROMETHEUS_MULTIPROC_DIR", None)
+        with self.log_path.open("ab") as log:
+            self._process = subprocess.Popen(
+                argv, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True
+            )
+        deadline = time.monotonic() + self._start_timeout_s
+        while time.monotonic() < deadline:
+            if self._process.poll() is not None:
+                raise RuntimeError(
+                    f"companion exited with {self._process.returncode}:\n{self.log_text()}"
+                )
+            status, _ = self.request("GET", "/healthz")
+            if status == 200:
+                return self
+            time.sleep(0.1)
+        self.stop()
+        raise RuntimeError(f"companion not healthy in {self._start_timeout_s}s:\n{self.log_text()}")
+
+    def request(
+        self, method: str, path: str, body: Any = None, *, timeout_s: float = 5.0
+    ) -> tuple[int, bytes]:
+        """One HTTP request; ``(0, b"")`` when the connection fails."""
+        connection = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout_s)
+        try:
+            payload = None if body is None else json.dumps(body).encode()
+            headers = {"Content-Type": "application/json"} if payload is not None else {}
+            connection.request(method, path, body=payload, headers=headers)
+            response = connection.getresponse()
+            return response.status, response.read()
+        except OSError:
+            return 0, b""
+        finally:
+            connection.close()
+
+    def json(self, path: str) -> Any:
+        """GET ``path`` and decode its JSON body."""
+        status, body = self.request("GET", path)
+        if status != 200:
+            raise RuntimeError(f"GET {path}: HTTP {status}")
+        return json.loads(body)
+
+    def stop(self, timeout_s: float = 15.0) -> int | None:
+        """SIGTERM to the master, wait, then SIGKILL the whole session's group."""
+        process = self._process
+        if process is None:
+            return None
+        if process.poll() is None:
+            process.send_signal(signal.SIGTERM)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                process.wait(timeout_s)
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+        self._process = None
+        return process.returncode
+
+    @property
+    def pid(self) -> int | None:
+        """The master's pid while running."""
+        return self._process.pid if self._process else None
+
+    def log_text(self) -> str:
+        """Everything the companion logged so far."""
+        with contextlib.suppress(OSError):
+            return self.log_path.read_text(errors="replace")
+        return ""
+
+    def __enter__(self) -> CompanionProcess:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+
+def process_alive(pid: int) -> bool:
+    """Whether ``pid`` exists and is not a zombie."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    with contextlib.suppress(OSError):
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        return state != "Z"
+    return False
+
+
+@dataclass
+class Stack:
+    """A devnode + companion pair and helpers to write epochs and read results."""
+
+    root: Path
+    devnode: DevnodeProcess
+    companion: CompanionProcess
+    riak: RiakClient
+    plugin_dir: Path
+    keys: list[ChunkKey] = field(default_factory=list)
+
+    def write_epoch(
+        self, epoch: int, dc: str, chunks: dict[tuple[str, str, int], list[dict[str, Any]]]
+    ) -> list[ChunkKey]:
+        """Write the chunks, then the metadata (which fires the hook)."""
+        keys = []
+        for (type_, subtype, chunk), events in chunks.items():
+            key = ChunkKey(epoch, dc, type_, subtype, chunk)
+            self.riak.put("events", "events", key.format(), pack_blob(events))
+            keys.append(key)
+        self.riak.put(
+            "epochs",
+            "epochs",
+            f"{epoch}-{dc}",
+            format_metadata(keys).encode(),
+            content_type="text/plain",
+        )
+        return keys
+
+    def result(self, substream: str, key: ChunkKey) -> ResultRecord | None:
+        try:
+            obj = self.riak.get("substreams", substream, key.format())
+        except NotFound:
+            return None
+        return read_result(obj.value, key=key.format())
+
+    def wait_results(
+        self, substream: str, keys: list[ChunkKey], timeout_s: float = 20.0
+    ) -> dict[ChunkKey, ResultRecord]:
+        """Wait until every key has a result of ``substream``; fails with the log if not."""
+        deadline = time.monotonic() + timeout_s
+        found: dict[ChunkKey, ResultRecord] = {}
+        while time.monotonic() < deadline:
+            for key in keys:
+                if key not in found:
+                    record = self.result(substream, key)
+                    if record is not None:
+                        found[key] = record
+            if len(found) == len(keys):
+                return found
+            time.sleep(0.05)
+        missing = [k.format() for k in keys if k not in found]
+        raise AssertionError(
+            f"{substream}: no result for {missing}\n{self.companion.log_text()[-6000:]}"
+        )
+
+    def write_plugin(self, name: str, source: str) -> Path:
+        path = self.plugin_dir / name
+        tmp = self.plugin_dir / f".{name}.tmp"
+        tmp.write_text(source)
+        tmp.replace(path)
+        return path
+
+    def stop(self) -> None:
+        """Stop the companion, then the devnode."""
+        self.companion.stop()
+        self.devnode.stop()
+        self.riak.close()
+
+
+#: The one logical node of a test stack's ring.
+NODE = "dev1@127.0.0.1"
+
+
+def _toml_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return json.dumps(value)
+    if isinstance(value, list | tuple):
+        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
+    return str(value)
+
+
+def start_stack(
+    root: Path,
+    *,
+    plugins: dict[str, str] | None = None,
+    companion: dict[str, Any] | None = None,
+    hook: dict[str, Any] | None = None,
+    zk_hosts: str = "",
+    zk_root: str = "/riak-events",
+) -> Stack:
+    """Start a devnode whose hook drives a companion, with these plugin files.
+
+    Args:
+        root: a fresh directory for data, configs, plugins, state and logs.
+        plugins: file name -> source, written into ``root/plugins``.
+        companion: ``[companion]`` settings over the test defaults.
+        hook: the devnode's ``[hook]`` settings.
+        zk_hosts: ZooKeeper for the companion (empty: none).
+        zk_root: the companion's ZooKeeper root.
+    """
+    plugin_dir = root / "plugins"
+    plugin_dir.mkdir(parents=True)
+    for name, source in (plugins or {}).items():
+        (plugin_dir / name).write_text(source)
+    port = free_port()
+    devnode_config = root / "devnode.toml"
+    lines = ["[ring]", "ring_size = 64", f'nodes = ["{NODE}"]', "[companions]"]
+    lines += [f'"{NODE}" = "http://127.0.0.1:{port}"', "[hook]"]
+    lines += [f"{k} = {_toml_value(v)}" for k, v in (hook or {}).items()]
+    devnode_config.write_text("\n".join(lines) + "\n")
+    devnode = DevnodeProcess(root / "data", config=devnode_config).start()
+    options: dict[str, Any] = {
+        "node": NODE,
+        "workers": 2,
+        "state_dir": "state",
+        "plugin_dirs": ["plugins"],
+        "entry_points": False,
+        "status_interval_s": 0.2,
+        "reload_interval_s": 0.2,
+        **(companion or {}),
+    }
+    lines = ["[companion]", *[f"{k} = {_toml_value(v)}" for k, v in options.items()]]
+    lines += ["[riak]", f'nodes = ["{devnode.url}"]']
+    if zk_hosts:
+        lines += ["[zookeeper]", f'hosts = "{zk_hosts}"', f'root = "{zk_root}"']
+    config = root / "companion.toml"
+    config.write_text("\n".join(lines) + "\n")
+    process = CompanionProcess(config, port=port)
+    stack = Stack(
+        root,
+        devnode,
+        process,
+        RiakClient([devnode.url], retry=Retry(max_tries=3, deadline_s=10.0)),
+        plugin_dir,
+    )
+    try:
+        process.start()
+    except BaseException:
+        devnode.stop()
+        raise
+    return stack

@@ -1,0 +1,240 @@
+"""``riak-events relocator`` and ``riak-events loadgen``.
+
+Every option has an environment variable, shown in ``--help``
+(``RIAK_EVENTS_RELOCATOR_<OPTION>``, ``RIAK_EVENTS_LOADGEN_<OPTION>``). The CLI is the
+only place that reads the environment and configures logging handlers.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import logging
+import signal
+from pathlib import Path
+from types import FrameType
+
+import click
+
+from eventstore.settings import SettingsError, parse_listen
+from relocator import defaults
+from relocator.settings import load, parse_cluster_option
+
+log = logging.getLogger(__name__)
+
+_R = "RIAK_EVENTS_RELOCATOR_"
+
+
+@click.command()
+@click.option(
+    "--config",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    envvar=_R + "CONFIG",
+    show_envvar=True,
+    help="TOML file (see relocator/example-config.toml).",
+)
+@click.option(
+    "--data-dir",
+    envvar=_R + "DATA_DIR",
+    show_envvar=True,
+    help=f"Journal and state directory. [default: {defaults.DATA_DIR}]",
+)
+@click.option(
+    "--udp-listen",
+    envvar=_R + "UDP_LISTEN",
+    show_envvar=True,
+    help=f"HOST:PORT for UDP events, '' for none. [default: {defaults.UDP_LISTEN}]",
+)
+@click.option(
+    "--tcp-listen",
+    envvar=_R + "TCP_LISTEN",
+    show_envvar=True,
+    help=f"HOST:PORT for acked TCP events, '' for none. [default: {defaults.TCP_LISTEN}]",
+)
+@click.option(
+    "--metrics-listen",
+    envvar=_R + "METRICS_LISTEN",
+    show_envvar=True,
+    help=f"HOST:PORT of /metrics and /status. [default: {defaults.METRICS_LISTEN}]",
+)
+@click.option(
+    "--spool-dir",
+    envvar=_R + "SPOOL_DIR",
+    show_envvar=True,
+    help="Directory of per-epoch blobs to split and push.",
+)
+@click.option(
+    "--writer-id",
+    type=int,
+    envvar=_R + "WRITER_ID",
+    show_envvar=True,
+    help="Unique id of this relocator, 0..9000 (part of chunk numbers).",
+)
+@click.option(
+    "--grace-s",
+    type=float,
+    envvar=_R + "GRACE_S",
+    show_envvar=True,
+    help=f"Seconds after an epoch ends before it is pushed. [default: {defaults.GRACE_S}]",
+)
+@click.option(
+    "--cluster",
+    "clusters",
+    multiple=True,
+    metavar="NAME=URL[,URL]",
+    envvar=_R + "CLUSTER",
+    show_envvar=True,
+    help="A cluster to push to (repeatable; replaces [clusters] of the file).",
+)
+@click.option(
+    "--zookeeper",
+    envvar=_R + "ZOOKEEPER",
+    show_envvar=True,
+    help="ZooKeeper hosts 'h:p[,h:p]' to share spool work with other relocators.",
+)
+@click.option(
+    "--fsync/--no-fsync",
+    default=None,
+    envvar=_R + "FSYNC",
+    show_envvar=True,
+    help="fdatasync each journal group commit (off only for benchmarks).",
+)
+def relocator(
+    *,
+    config: Path | None,
+    data_dir: str | None,
+    udp_listen: str | None,
+    tcp_listen: str | None,
+    metrics_listen: str | None,
+    spool_dir: str | None,
+    writer_id: int | None,
+    grace_s: float | None,
+    clusters: tuple[str, ...],
+    zookeeper: str | None,
+    fsync: bool | None,
+) -> None:
+    """Receive events, aggregate them per epoch, and push chunks then metadata to Riak."""
+    from relocator.daemon import Relocator  # noqa: PLC0415 (heavy imports only when run)
+    from relocator.ops import OpsServer  # noqa: PLC0415
+
+    try:
+        settings = load(
+            config,
+            data_dir=data_dir,
+            udp_listen=udp_listen,
+            tcp_listen=tcp_listen,
+            metrics_listen=metrics_listen,
+            spool_dir=spool_dir,
+            writer_id=writer_id,
+            grace_s=grace_s,
+            zookeeper=zookeeper,
+            fsync=fsync,
+            clusters=tuple(parse_cluster_option(c) for c in clusters),
+        )
+    except SettingsError as e:
+        raise click.ClickException(str(e)) from e
+    # Many long-lived small objects (open groups) make the default gen-0 threshold (700)
+    # trigger collections that walk them again and again.
+    gc.set_threshold(50_000, 20, 100)
+    daemon = Relocator(settings)
+
+    def stop(signum: int, frame: FrameType | None) -> None:
+        log.info("relocator: signal %d, shutting down (flushing)", signum)
+        daemon.request_stop()
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    daemon.start()
+    ops = None
+    if settings.metrics_listen:
+        host, port = parse_listen(settings.metrics_listen, source="metrics_listen")
+        ops = OpsServer(
+            host,
+            port,
+            registry=daemon.metrics.registry,
+            status=daemon.status,
+            healthy=lambda: daemon.writer.failed is None,
+        )
+        ops.start()
+    log.info(
+        "relocator: writer %d running; clusters %s",
+        settings.writer_id,
+        ", ".join(c.name for c in settings.clusters),
+    )
+    try:
+        daemon.run()
+    finally:
+        if ops:
+            ops.stop()
+    if daemon.writer.failed is not None:
+        raise click.ClickException(f"journal failed: {daemon.writer.failed}")
+
+
+_L = "RIAK_EVENTS_LOADGEN_"
+
+
+@click.command()
+@click.option(
+    "--target",
+    default="127.0.0.1:5141",
+    show_default=True,
+    envvar=_L + "TARGET",
+    show_envvar=True,
+    help="Relocator intake HOST:PORT.",
+)
+@click.option(
+    "--transport",
+    type=click.Choice(["udp", "tcp"]),
+    default="tcp",
+    show_default=True,
+    envvar=_L + "TRANSPORT",
+    show_envvar=True,
+)
+@click.option(
+    "--rate",
+    type=float,
+    default=1000.0,
+    show_default=True,
+    envvar=_L + "RATE",
+    show_envvar=True,
+    help="Events per second (0: as fast as possible).",
+)
+@click.option(
+    "--duration-s",
+    type=float,
+    default=10.0,
+    show_default=True,
+    envvar=_L + "DURATION_S",
+    show_envvar=True,
+)
+@click.option(
+    "--dcs",
+    default="ams1,ams4",
+    show_default=True,
+    envvar=_L + "DCS",
+    show_envvar=True,
+    help="Comma-separated dcs to spread events over.",
+)
+@click.option(
+    "--seed", type=int, default=1, show_default=True, envvar=_L + "SEED", show_envvar=True
+)
+def loadgen(
+    *, target: str, transport: str, rate: float, duration_s: float, dcs: str, seed: int
+) -> None:
+    """Emit a realistic mix of web, cron and load-balancer events at a given rate."""
+    from relocator.loadgen import run  # noqa: PLC0415
+
+    try:
+        host, port = parse_listen(target, source="--target")
+    except SettingsError as e:
+        raise click.ClickException(str(e)) from e
+    report = run(
+        host,
+        port,
+        transport=transport,
+        rate=rate,
+        duration_s=duration_s,
+        dcs=tuple(d for d in dcs.split(",") if d),
+        seed=seed,
+    )
+    click.echo(json.dumps(report))

@@ -1,0 +1,1 @@
+"""Intake: UDP and TCP listeners for single events, and the spool directory of blobs."""

@@ -1,0 +1,84 @@
+"""The relocator's Prometheus metrics, in a registry of its own (no global state).
+
+Names (STYLE.md): ``relocator_events_received_total{intake}``,
+``relocator_events_dropped_total{reason}``, ``relocator_events_late_total``,
+``relocator_chunks_written_total{cluster}``, ``relocator_bytes_written_total{cluster}``,
+``relocator_epochs_committed_total{cluster}``, ``relocator_push_seconds{cluster}``,
+``relocator_epoch_lag_seconds`` (end of epoch -> metadata committed on a cluster),
+``relocator_backlog_epochs{cluster}`` (batches sealed but not yet held by that cluster),
+``relocator_metadata_repairs_total{cluster}``, ``relocator_spool_files_total{outcome}``,
+``relocator_owned_units``.
+"""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+_LAG_BUCKETS = (0.5, 1, 2, 2.5, 3, 3.5, 4, 5, 6, 8, 10, 15, 20, 30, 60, 120, 300, 600)
+
+
+class Metrics:
+    """Every metric of one relocator process."""
+
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry or CollectorRegistry()
+        r = self.registry
+        self.received = Counter(
+            "relocator_events_received_total",
+            "Events accepted by intake",
+            ["intake"],
+            registry=r,
+        )
+        self.dropped = Counter(
+            "relocator_events_dropped_total",
+            "Events not stored, by reason",
+            ["reason"],
+            registry=r,
+        )
+        self.late = Counter(
+            "relocator_events_late_total",
+            "Events that arrived after their epoch closed",
+            registry=r,
+        )
+        self.chunks = Counter(
+            "relocator_chunks_written_total", "Chunks stored", ["cluster"], registry=r
+        )
+        self.bytes = Counter(
+            "relocator_bytes_written_total", "Chunk bytes stored", ["cluster"], registry=r
+        )
+        self.epochs = Counter(
+            "relocator_epochs_committed_total",
+            "Metadata writes committed",
+            ["cluster"],
+            registry=r,
+        )
+        self.push_seconds = Histogram(
+            "relocator_push_seconds",
+            "Time to push one batch (chunks + metadata)",
+            ["cluster"],
+            registry=r,
+        )
+        self.epoch_lag = Histogram(
+            "relocator_epoch_lag_seconds",
+            "From the end of an epoch to its metadata committed on a cluster",
+            buckets=_LAG_BUCKETS,
+            registry=r,
+        )
+        self.backlog = Gauge(
+            "relocator_backlog_epochs",
+            "Sealed batches a cluster does not hold yet",
+            ["cluster"],
+            registry=r,
+        )
+        self.repairs = Counter(
+            "relocator_metadata_repairs_total",
+            "Metadata re-reads that found our entries missing and rewrote them",
+            ["cluster"],
+            registry=r,
+        )
+        self.spool_files = Counter(
+            "relocator_spool_files_total", "Spool files, by outcome", ["outcome"], registry=r
+        )
+        self.owned_units = Gauge(
+            "relocator_owned_units", "Spool work units this relocator owns", registry=r
+        )

@@ -1,0 +1,431 @@
+"""Harnesses for tests and benchmarks: a real ZooKeeper server and relocator processes.
+
+:class:`ZooKeeperProcess` runs Debian's ``zookeeper`` package (``/usr/share/java/
+zookeeper.jar``, Java) as a standalone server on a free loopback port with its own data
+directory and config, waits until it answers ``ruok`` with ``imok``, and keeps its log
+for failing tests (kazoo's harness does the same). :class:`RelocatorProcess` runs
+``python -m relocator`` with a given config and can SIGKILL it for crash tests.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+from eventstore import sereal
+from eventstore.blob import unpack_blob
+from eventstore.devnode.testing import free_port
+from eventstore.names import parse_metadata
+from eventstore.riak import NotFound, RiakClient
+from relocator.wire import ACK, LENGTH, encode_frame
+
+ZOOKEEPER_JARS = ("/usr/share/java/zookeeper.jar", "/usr/share/java/slf4j-simple.jar")
+
+
+def zookeeper_available() -> bool:
+    """Whether Java and Debian's ZooKeeper jar are installed."""
+    return shutil.which("java") is not None and Path(ZOOKEEPER_JARS[0]).exists()
+
+
+def four_letter(port: int, word: str, timeout_s: float = 1.0) -> str:
+    """Send a ZooKeeper four-letter command (``ruok``, ``srvr``) and return the answer."""
+    with socket.create_connection(("127.0.0.1", port), timeout=timeout_s) as s:
+        s.sendall(word.encode())
+        chunks = []
+        while True:
+            data = s.recv(4096)
+            if not data:
+                break
+            chunks.append(data)
+    return b"".join(chunks).decode(errors="replace")
+
+
+class ZooKeeperProcess:
+    """A standalone ZooKeeper server in ``directory`` on a free loopback port."""
+
+    def __init__(self, directory: Path, *, tick_ms: int = 200, start_timeout_s: float = 30.0):
+        self.directory = directory
+        self.port = free_port()
+        self.hosts = f"127.0.0.1:{self.port}"
+        self.log_path = directory / "zookeeper.log"
+        self._tick_ms = tick_ms
+        self._start_timeout_s = start_timeout_s
+        self._process: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> ZooKeeperProcess:
+        """Write the config, start the JVM, wait for ``imok``.
+
+        Raises:
+            RuntimeError: it exited or did not answer in time; the message holds its log.
+        """
+        data = self.directory / "data"
+        data.mkdir(parents=True, exist_ok=True)
+        cfg = self.directory / "zoo.cfg"
+        cfg.write_text(
+            f"tickTime={self._tick_ms}\ndataDir={data}\nclientPort={self.port}\n"
+            "clientPortAddress=127.0.0.1\nadmin.enableServer=false\n"
+            "4lw.commands.whitelist=ruok,srvr,stat\nmaxClientCnxns=0\n"
+            f"minSessionTimeout={2 * self._tick_ms}\nmaxSessionTimeout=60000\n"
+        )
+        classpath = ":".join(j for j in ZOOKEEPER_JARS if Path(j).exists())
+        argv = [
+            "java",
+            "-Xmx256m",
+            "-XX:+UseSerialGC",
+            "-XX:TieredStopAtLevel=1",
+            "-cp",
+            classpath,
+            "org.apache.zookeeper.server.quorum.QuorumPeerMain",
+            str(cfg),
+        ]
+        with self.log_path.open("ab") as log:
+            self._process = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + self._start_timeout_s
+        while time.monotonic() < deadline:
+            if self._process.poll() is not None:
+                raise RuntimeError(
+                    f"zookeeper exited {self._process.returncode}:\n{self.log_text()}"
+                )
+            with contextlib.suppress(OSError):
+                if four_letter(self.port, "ruok") == "imok":
+                    return self
+            time.sleep(0.1)
+        self.stop()
+        raise RuntimeError(f"zookeeper did not answer ruok in time:\n{self.log_text()}")
+
+    def stop(self) -> None:
+        """SIGTERM, then SIGKILL."""
+        p = self._process
+        if p is None:
+            return
+        if p.poll() is None:
+            p.terminate()
+            try:
+                p.wait(10)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+        self._process = None
+
+    def log_text(self) -> str:
+        """The server's log so far."""
+        with contextlib.suppress(OSError):
+            return self.log_path.read_text(errors="replace")
+        return ""
+
+
+class RelocatorProcess:
+    """``python -m relocator --config CONFIG`` as a subprocess, for crash tests."""
+
+    def __init__(
+        self, config: Path, *, metrics_port: int, log_path: Path, env: dict[str, str] | None = None
+    ) -> None:
+        self.config = config
+        self.metrics_port = metrics_port
+        self.log_path = log_path
+        self._env = env
+        self._process: subprocess.Popen[bytes] | None = None
+
+    def start(self, wait_s: float = 20.0) -> RelocatorProcess:
+        """Start and wait until ``/status`` answers.
+
+        Raises:
+            RuntimeError: it exited or did not answer in time (with its log).
+        """
+        env = {k: v for k, v in os.environ.items() if not k.startswith("RIAK_EVENTS_")}
+        env.update(self._env or {})
+        with self.log_path.open("ab") as log:
+            self._process = subprocess.Popen(
+                [sys.executable, "-m", "relocator", "--config", str(self.config)],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=env,
+            )
+        deadline = time.monotonic() + wait_s
+        while time.monotonic() < deadline:
+            if self._process.poll() is not None:
+                raise RuntimeError(
+                    f"relocator exited {self._process.returncode}:\n{self.log_text()}"
+                )
+            with contextlib.suppress(OSError, ValueError):
+                self.status()
+                return self
+            time.sleep(0.05)
+        raise RuntimeError(f"relocator did not answer /status:\n{self.log_text()}")
+
+    def status(self) -> dict[str, Any]:
+        """The process's ``/status``."""
+        url = f"http://127.0.0.1:{self.metrics_port}/status"
+        with urllib.request.urlopen(url, timeout=2) as r:
+            value: dict[str, Any] = json.load(r)
+        return value
+
+    def metrics(self) -> str:
+        """The process's ``/metrics`` text."""
+        url = f"http://127.0.0.1:{self.metrics_port}/metrics"
+        with urllib.request.urlopen(url, timeout=2) as r:
+            text: str = r.read().decode()
+        return text
+
+    def kill(self) -> None:
+        """SIGKILL: a crash at whatever point it was."""
+        if self._process is not None:
+            self._process.kill()
+            self._process.wait()
+            self._process = None
+
+    def stop(self, timeout_s: float = 20.0) -> int | None:
+        """SIGTERM (clean shutdown that flushes), SIGKILL after ``timeout_s``."""
+        p = self._process
+        if p is None:
+            return None
+        if p.poll() is None:
+            p.send_signal(signal.SIGTERM)
+            try:
+                p.wait(timeout_s)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+        self._process = None
+        return p.returncode
+
+    @property
+    def running(self) -> bool:
+        """Whether the process is alive."""
+        return self._process is not None and self._process.poll() is None
+
+    def log_text(self) -> str:
+        """Everything it logged."""
+        with contextlib.suppress(OSError):
+            return self.log_path.read_text(errors="replace")
+        return ""
+
+
+def write_config(
+    path: Path,
+    *,
+    data_dir: Path,
+    clusters: dict[str, str],
+    tcp_port: int,
+    metrics_port: int,
+    spool_dir: Path | None = None,
+    writer_id: int = 0,
+    zookeeper: tuple[str, str] | None = None,
+    grace_s: float = 0.3,
+    tick_s: float = 0.05,
+    segment_max_s: float = 0.3,
+    extra: str = "",
+) -> Path:
+    """A relocator TOML config for a test."""
+    lines = [
+        "[relocator]",
+        f'data_dir = "{data_dir}"',
+        f'tcp_listen = "127.0.0.1:{tcp_port}"',
+        'udp_listen = ""',
+        f'metrics_listen = "127.0.0.1:{metrics_port}"',
+        f"writer_id = {writer_id}",
+        f"grace_s = {grace_s}",
+        f"tick_s = {tick_s}",
+        f"segment_max_s = {segment_max_s}",
+        "push_backoff_s = 0.1",
+        "push_backoff_max_s = 0.5",
+    ]
+    if spool_dir is not None:
+        lines.append(f'spool_dir = "{spool_dir}"')
+    lines.append(extra)
+    for name, url in clusters.items():
+        lines += [
+            f"[clusters.{name}]",
+            f'nodes = ["{url}"]',
+            "retry_max_tries = 2",
+            "retry_deadline_s = 2.0",
+            "connect_timeout_s = 0.5",
+            "timeout_s = 5.0",
+        ]
+    if zookeeper is not None:
+        lines += [
+            "[zookeeper]",
+            f'hosts = "{zookeeper[0]}"',
+            f'root = "{zookeeper[1]}"',
+            "session_timeout_s = 2.0",
+        ]
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+class AckedSender:
+    """Sends events {"id": N, ...} over TCP in a thread; ``acked`` holds exactly the ids
+    the relocator acknowledged. Stops at the first connection error (a crash)."""
+
+    def __init__(self, port: int, dc: str, *, first_id: int, batch: int = 50) -> None:
+        self.port = port
+        self.dc = dc
+        self.next_id = first_id
+        self.batch = batch
+        self.acked: list[int] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def start(self) -> AckedSender:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(10)
+
+    def _run(self) -> None:
+        try:
+            sock = socket.create_connection(("127.0.0.1", self.port), timeout=5)
+        except OSError:
+            return
+        sent: list[int] = []
+        base = 0
+        buf = b""
+        try:
+            while not self._stop.is_set():
+                frames = []
+                for _ in range(self.batch):
+                    i = self.next_id
+                    self.next_id += 1
+                    doc = sereal.encode({"id": i, "pad": "x" * (i % 300), "t": ["web", i]})
+                    f = encode_frame(int(time.time()), self.dc, "web", "www" if i % 2 else "", doc)
+                    frames.append(LENGTH.pack(len(f)) + f)
+                    sent.append(i)
+                sock.sendall(b"".join(frames))
+                while base < len(sent):
+                    data = sock.recv(4096)
+                    if not data:
+                        return
+                    buf += data
+                    while len(buf) >= ACK.size:
+                        (count,) = ACK.unpack_from(buf)
+                        buf = buf[ACK.size :]
+                        self.acked.extend(sent[base:count])
+                        base = count
+                time.sleep(0.01)
+        except OSError:
+            return
+        finally:
+            sock.close()
+
+
+def stored_events(client: RiakClient, dc: str, epochs: range) -> tuple[list[Any], list[str]]:
+    """Every event Riak holds for ``dc`` in ``epochs`` (reading metadata, then chunks),
+    and the chunk keys listed in metadata that could not be read."""
+    events: list[Any] = []
+    unreadable: list[str] = []
+    for epoch in epochs:
+        try:
+            value = client.get("epochs", "epochs", f"{epoch}-{dc}").value
+        except NotFound:
+            continue
+        for ref in parse_metadata(value):
+            key = f"{epoch}:{dc}:{ref.format()}"
+            try:
+                events.extend(unpack_blob(client.get("events", "events", key).value, key=key))
+            except Exception as e:  # any failure to read is what we look for
+                unreadable.append(f"{key}: {e!r}")
+    return events, unreadable
+
+
+def run_pipeline(
+    devnode_url: str,
+    workdir: Path,
+    *,
+    rate: float = 3000.0,
+    seconds: float = 3.0,
+    dcs: tuple[str, ...] = ("ams1", "ams4"),
+) -> dict[str, Any]:
+    """The main job's relocator step: start a relocator process pushing to
+    ``devnode_url``, feed it ``riak-events loadgen`` over TCP for ``seconds`` at ``rate``,
+    wait until everything is pushed, and read back what was stored.
+
+    Returns:
+        ``{"sent", "stored", "epochs", "chunks", "metadata_keys", "sample_metadata",
+        "unreadable"}``; ``stored == sent`` when the pipeline lost nothing.
+
+    Raises:
+        RuntimeError: the relocator did not start or did not drain in time (with its log).
+    """
+    tcp, mport = free_port(), free_port()
+    cfg = write_config(
+        workdir / "relocator.toml",
+        data_dir=workdir / "relocator-data",
+        clusters={"devnode": devnode_url},
+        tcp_port=tcp,
+        metrics_port=mport,
+        grace_s=0.5,
+    )
+    proc = RelocatorProcess(cfg, metrics_port=mport, log_path=workdir / "relocator.log").start()
+    try:
+        first = int(time.time()) - 1
+        cli = Path(sys.executable).with_name("riak-events")
+        out = subprocess.run(
+            [
+                str(cli),
+                "loadgen",
+                "--target",
+                f"127.0.0.1:{tcp}",
+                "--rate",
+                str(rate),
+                "--duration-s",
+                str(seconds),
+                "--dcs",
+                ",".join(dcs),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=seconds + 60,
+            check=True,
+        )
+        report = json.loads(out.stdout)
+        deadline = time.monotonic() + 30
+        while True:
+            s = proc.status()
+            if s["open_events"] == 0 and s["batches"] == 0 and not any(s["backlog"].values()):
+                break
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"relocator did not drain: {s}\n{proc.log_text()[-5000:]}")
+            time.sleep(0.1)
+        epochs = range(first, int(time.time()) + 1)
+        stored = 0
+        unreadable: list[str] = []
+        keys: list[str] = []
+        chunks = 0
+        sample = ""
+        with RiakClient([devnode_url]) as client:
+            for dc in dcs:
+                events, bad = stored_events(client, dc, epochs)
+                stored += len(events)
+                unreadable += bad
+                for epoch in epochs:
+                    try:
+                        value = client.get("epochs", "epochs", f"{epoch}-{dc}").value
+                    except NotFound:
+                        continue
+                    keys.append(f"{epoch}-{dc}")
+                    chunks += len(parse_metadata(value))
+                    sample = sample or f"{epoch}-{dc} = {value.decode()}"
+        return {
+            "sent": report["sent"],
+            "stored": stored,
+            "epochs": len(keys),
+            "chunks": chunks,
+            "metadata_keys": keys,
+            "sample_metadata": sample,
+            "unreadable": unreadable,
+        }
+    finally:
+        proc.stop()

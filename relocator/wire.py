@@ -1,0 +1,156 @@
+"""The intake wire format shared by producers (``producer.py``) and listeners (``intake/``).
+
+One event is one **frame**::
+
+    magic "RE" | version 1 (u8) | epoch (u64 BE) |
+    len(dc) (u8) dc | len(type) (u8) type | len(subtype) (u8) subtype |
+    event: one Sereal document (any compression)
+
+The routing fields are a fixed binary header so that intake never decodes the event: it
+checks the header and journals the frame as it came. On a stream (TCP) and in a
+datagram (UDP) every frame is preceded by its length (u32 BE); a datagram may carry
+several frames. Over TCP the relocator answers with the cumulative number of frames of
+this connection that are durable (or were rejected) as a u64 BE, after each group commit.
+
+Pure logic, no I/O.
+"""
+
+from __future__ import annotations
+
+import re
+import struct
+from dataclasses import dataclass
+
+from relocator.errors import MalformedFrame
+
+MAGIC = b"RE"
+VERSION = 1
+_HEAD = struct.Struct(">2sBQ")
+LENGTH = struct.Struct(">I")
+ACK = struct.Struct(">Q")
+_DC_RE = re.compile(rb"[A-Za-z0-9_]+")
+_TYPE_RE = re.compile(rb"[A-Za-z0-9_.]+")
+_SUBTYPE_RE = re.compile(rb"[A-Za-z0-9_.]*")
+MAX_EPOCH = 2**63 - 1
+
+
+@dataclass(frozen=True, slots=True)
+class Frame:
+    """A parsed frame: routing fields and the event's Sereal document (not decoded)."""
+
+    epoch: int
+    dc: str
+    type: str
+    subtype: str
+    document: bytes
+
+
+def encode_frame(epoch: int, dc: str, type: str, subtype: str, document: bytes) -> bytes:
+    """Build one frame (without the length prefix).
+
+    Raises:
+        MalformedFrame: a field out of range or not a token.
+    """
+    parts = []
+    for text, pattern, what in (
+        (dc, _DC_RE, "dc"),
+        (type, _TYPE_RE, "type"),
+        (subtype, _SUBTYPE_RE, "subtype"),
+    ):
+        raw = text.encode("ascii", "replace")
+        if len(raw) > 255 or not pattern.fullmatch(raw):
+            raise MalformedFrame(f"{what} {text!r} is not a valid token")
+        parts.append(bytes((len(raw),)) + raw)
+    if not 0 <= epoch <= MAX_EPOCH:
+        raise MalformedFrame(f"epoch {epoch} out of range")
+    return _HEAD.pack(MAGIC, VERSION, epoch) + b"".join(parts) + document
+
+
+def parse_frame(data: bytes) -> Frame:
+    """Parse a frame's header; the document is returned as given, not decoded.
+
+    Raises:
+        MalformedFrame: wrong magic or version, truncated, or a field not a token.
+    """
+    if len(data) < _HEAD.size + 3:
+        raise MalformedFrame(f"frame of {len(data)} bytes is shorter than a header")
+    magic, version, epoch = _HEAD.unpack_from(data)
+    if magic != MAGIC or version != VERSION:
+        raise MalformedFrame(f"bad magic/version {magic!r}/{version}")
+    if epoch > MAX_EPOCH:
+        raise MalformedFrame(f"epoch {epoch} out of range")
+    pos = _HEAD.size
+    fields: list[str] = []
+    for pattern, what in ((_DC_RE, "dc"), (_TYPE_RE, "type"), (_SUBTYPE_RE, "subtype")):
+        if pos >= len(data):
+            raise MalformedFrame(f"frame truncated in {what}")
+        n = data[pos]
+        raw = data[pos + 1 : pos + 1 + n]
+        if len(raw) != n or not pattern.fullmatch(raw):
+            raise MalformedFrame(f"{what} {raw!r} is not a valid token")
+        fields.append(raw.decode("ascii"))
+        pos += 1 + n
+    if pos >= len(data):
+        raise MalformedFrame("frame has no event document")
+    return Frame(epoch, fields[0], fields[1], fields[2], data[pos:])
+
+
+class FrameParser:
+    """:func:`parse_frame` with a cache of recently seen headers.
+
+    Producers send many events with the same (epoch, dc, type, subtype), i.e. byte-equal
+    headers; the cache turns the three token checks into one dict lookup. Bounded: it
+    is cleared when it reaches ``max_entries``. One per thread (not thread-safe).
+    """
+
+    def __init__(self, max_entries: int = 4096) -> None:
+        self._cache: dict[bytes, tuple[int, str, str, str]] = {}
+        self._max = max_entries
+
+    def parse(self, data: bytes) -> Frame:
+        """As :func:`parse_frame`.
+
+        Raises:
+            MalformedFrame: as :func:`parse_frame`.
+        """
+        try:
+            n1 = data[11]
+            n2 = data[12 + n1]
+            end = 14 + n1 + n2 + data[13 + n1 + n2]
+        except IndexError:
+            return parse_frame(data)
+        head = data[:end]
+        hit = self._cache.get(head)
+        if hit is None or end >= len(data):
+            f = parse_frame(data)
+            if len(self._cache) >= self._max:
+                self._cache.clear()
+            self._cache[head] = (f.epoch, f.dc, f.type, f.subtype)
+            return f
+        return Frame(hit[0], hit[1], hit[2], hit[3], data[end:])
+
+
+def split_stream(buffer: bytearray, max_frame_bytes: int) -> tuple[list[bytes], int]:
+    """Take every complete length-prefixed frame from the front of ``buffer``.
+
+    Returns:
+        (frames, consumed bytes). Frames longer than ``max_frame_bytes`` come back as
+        ``b""`` placeholders once complete (the caller counts and rejects them) so that
+        the stream stays in sync.
+
+    Raises:
+        MalformedFrame: a length prefix beyond 64 MiB (the stream is garbage).
+    """
+    frames: list[bytes] = []
+    pos = 0
+    end = len(buffer)
+    while end - pos >= LENGTH.size:
+        (n,) = LENGTH.unpack_from(buffer, pos)
+        if n > 64 * 1024 * 1024:
+            raise MalformedFrame(f"length prefix {n} is not plausible")
+        if end - pos - LENGTH.size < n:
+            break
+        start = pos + LENGTH.size
+        frames.append(bytes(buffer[start : start + n]) if n <= max_frame_bytes else b"")
+        pos = start + n
+    return frames, pos

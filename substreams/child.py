@@ -1,0 +1,208 @@
+"""The sandbox's child side: what runs after the fork, until ``_exit``.
+
+Setup (own process group, PR_SET_PDEATHSIG, default signal handlers, every inherited
+descriptor but the result pipe closed, ``gc.freeze()``, rlimits, the audit hook), then
+each job in turn: START message, the plugin under SIGALRM, the classified result
+message. See ``sandbox.py`` for the parent and ``substreams/DESIGN.md`` for what this
+does and does not prevent.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import gc
+import math
+import os
+import resource
+import signal
+import sys
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from substreams import defaults
+from substreams.errors import SoftTimeout
+from substreams.protocol import (
+    EXIT_INTERNAL,
+    EXIT_MEMORY,
+    HEADER,
+    KIND_TAG,
+    TAG_START,
+    USAGE,
+    Kind,
+    Limits,
+)
+
+__all__ = ["Job", "Reported", "SandboxViolation", "Unencodable", "child_main"]
+
+_DENIED_EVENTS = frozenset(
+    {
+        "socket.connect",
+        "socket.bind",
+        "socket.sendto",
+        "socket.sendmsg",
+        "socket.getaddrinfo",
+        "subprocess.Popen",
+        "os.system",
+        "os.exec",
+        "os.posix_spawn",
+        "os.spawn",
+        "os.fork",
+        "os.forkpty",
+        "pty.spawn",
+        "os.kill",
+        "os.killpg",
+        "os.remove",
+        "os.rename",
+        "os.rmdir",
+        "os.truncate",
+        "shutil.rmtree",
+    }
+)
+_WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_TRUNC
+
+
+class SandboxViolation(PermissionError):
+    """A plugin tried something the sandbox refuses (network, processes, writes)."""
+
+
+def _audit(event: str, args: tuple[Any, ...]) -> None:
+    if event in _DENIED_EVENTS or (event == "resource.setrlimit" and not _platform_active):
+        raise SandboxViolation(f"sandbox: {event} is not allowed in a substream")
+    if event == "open" and len(args) >= 3:
+        mode, flags = args[1], args[2]
+        writing = (isinstance(flags, int) and flags & _WRITE_FLAGS) or (
+            isinstance(mode, str) and any(c in mode for c in "wax+")
+        )
+        if writing:
+            raise SandboxViolation(f"sandbox: opening {args[0]!r} for writing is not allowed")
+
+
+def _die_with_parent() -> None:
+    """Linux: SIGKILL this child if the thread that forked it dies (a worker killed
+    mid-run must not leave its children running in groups nobody will kill)."""
+    with contextlib.suppress(OSError, AttributeError):
+        pr_set_pdeathsig = 1
+        ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGKILL, 0, 0, 0)
+
+
+def _vm_bytes() -> int:
+    with contextlib.suppress(OSError, ValueError, IndexError), open("/proc/self/statm", "rb") as f:
+        return int(f.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+    return 0
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        written = os.write(fd, view)
+        view = view[written:]
+
+
+def _send(fd: int, tag: bytes, index: int, payload: bytes = b"") -> None:
+    _write_all(fd, HEADER.pack(tag, index, len(payload)) + payload)
+
+
+def _traceback_summary(e: BaseException) -> str:
+    if isinstance(e, Reported):
+        return str(e)[: defaults.ERROR_MAX_BYTES]
+    here = Path(__file__).name
+    frames = [f for f in traceback.extract_tb(e.__traceback__) if Path(f.filename).name != here]
+    frames = frames[-4:]
+    lines = [f"{type(e).__name__}: {e}"[:500]]
+    lines += [f"  at {Path(f.filename).name}:{f.lineno} in {f.name}" for f in frames]
+    return "\n".join(lines)[: defaults.ERROR_MAX_BYTES]
+
+
+Job = tuple[str, Callable[[], bytes], Limits]
+
+
+def _child_setup(jobs: list[tuple[int, Job]], write_fd: int) -> None:
+    os.setpgid(0, 0)
+    _die_with_parent()
+    for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGQUIT, signal.SIGHUP):
+        signal.signal(signum, signal.SIG_DFL)
+    for signum in (signal.SIGUSR1, signal.SIGUSR2, signal.SIGCHLD, signal.SIGWINCH):
+        signal.signal(signum, signal.SIG_DFL)
+    os.closerange(3, write_fd)
+    os.closerange(write_fd + 1, 65536)
+    gc.freeze()  # keep the GC from writing into (and so copying) the inherited heap
+    most = max(limits.memory_mb for _, (_, _, limits) in jobs)
+    address_space = _vm_bytes() + most * 2**20
+    resource.setrlimit(resource.RLIMIT_AS, (address_space, address_space))
+    cpu = sum(max(1, math.ceil(limits.timeout_s)) for _, (_, _, limits) in jobs) + 1
+    resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    sys.addaudithook(_audit)
+
+    def on_alarm(signum: int, frame: object) -> None:
+        raise SoftTimeout
+
+    signal.signal(signal.SIGALRM, on_alarm)
+
+
+def _run_job(target: Callable[[], bytes], limits: Limits) -> tuple[Kind, bytes]:
+    try:
+        signal.setitimer(signal.ITIMER_REAL, limits.timeout_s)
+        try:
+            payload = target()
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+        if len(payload) > limits.max_result_bytes:
+            return "too_large", (
+                f"result of {len(payload)} bytes is over the limit of "
+                f"{limits.max_result_bytes} bytes"
+            ).encode()
+        return "ok", payload
+    except SoftTimeout:
+        return "timeout", f"wall-clock limit of {limits.timeout_s}s".encode()
+    except MemoryError:
+        return "memory", f"memory limit of {limits.memory_mb} MiB".encode()
+    except Unencodable as e:
+        return "unencodable", str(e).encode(errors="replace")
+    except BaseException as e:  # a plugin may raise anything, even SystemExit
+        return "exception", _traceback_summary(e).encode(errors="replace")
+
+
+def child_main(jobs: list[tuple[int, Job]], write_fd: int) -> None:
+    """Runs in the forked child: each job in turn; never returns."""
+    global _platform_active
+    try:
+        _platform_active = True
+        _child_setup(jobs, write_fd)
+    except BaseException:
+        os._exit(EXIT_INTERNAL)
+    hard = resource.getrlimit(resource.RLIMIT_AS)[1]
+    for index, (_, target, limits) in jobs:
+        try:
+            _platform_active = True
+            soft = min(hard, _vm_bytes() + limits.memory_mb * 2**20)
+            resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
+            _send(write_fd, TAG_START, index)
+            _platform_active = False
+            before = resource.getrusage(resource.RUSAGE_SELF)
+            kind, payload = _run_job(target, limits)
+            after = resource.getrusage(resource.RUSAGE_SELF)
+            cpu_s = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+            usage = USAGE.pack(cpu_s, after.ru_maxrss)
+            _platform_active = True
+            _send(write_fd, KIND_TAG[kind], index, usage + payload)
+        except MemoryError:
+            os._exit(EXIT_MEMORY)
+        except BaseException:
+            os._exit(EXIT_INTERNAL)
+    os._exit(0)
+
+
+#: True while platform code (not a plugin) runs in a child: lets it set rlimits.
+_platform_active = False
+
+
+class Unencodable(Exception):
+    pass
+
+
+class Reported(Exception):
+    """A failure already described; its message is the whole report."""

@@ -1,0 +1,246 @@
+"""Finding and loading plugins: plugin directories (watched) and installed entry points.
+
+A plugin is a ``*.py`` file (not starting with ``_``) whose module defines one or more
+functions decorated with ``@substream``. Sources, in priority order when two declare
+the same name: the directories in the order given, then the ``riak_events.substreams``
+entry points. Only files in the configured directories and entry points installed in
+the environment are ever imported: never a module named by a request.
+
+Failure semantics: every file is loaded on its own; a file that does not import
+(syntax error, exception or ``SystemExit`` at import, a bad declaration) or declares
+nothing becomes a :class:`~substreams.errors.PluginLoadError` in the report and the
+others load normally. A file that does not change is not imported again (its version,
+the hash of its bytes, is the cache key). With ``check_in_child`` a file is first
+imported in a forked, time-limited child, so a plugin that hangs or crashes at import
+is reported instead of hanging or killing the loading process.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import logging
+import sys
+import traceback
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from importlib.metadata import entry_points
+from pathlib import Path
+from types import ModuleType
+
+from substreams import defaults
+from substreams.api import Substream, declaration_of, version_of
+from substreams.errors import DuplicateSubstream, PluginLoadError, SoftTimeout
+
+log = logging.getLogger(__name__)
+
+__all__ = ["LoadReport", "PluginSet", "load_entry_points", "load_file", "plugin_files"]
+
+#: Import-time limit of a plugin checked in a child, seconds.
+IMPORT_TIMEOUT_S = 5.0
+
+
+@dataclass
+class LoadReport:
+    """What a load found.
+
+    Attributes:
+        substreams: name -> declaration, in load order.
+        failures: one error per plugin that did not load, or duplicate name.
+    """
+
+    substreams: dict[str, Substream] = field(default_factory=dict)
+    failures: list[PluginLoadError] = field(default_factory=list)
+
+    def add(self, found: Iterable[Substream]) -> None:
+        for sub in found:
+            if sub.name in self.substreams:
+                first = self.substreams[sub.name]
+                self.failures.append(
+                    DuplicateSubstream(
+                        sub.origin, f"substream {sub.name!r} is already declared by {first.origin}"
+                    )
+                )
+                continue
+            self.substreams[sub.name] = sub
+
+
+def plugin_files(directory: Path) -> list[Path]:
+    """Returns: the plugin files of ``directory`` (``*.py`` not starting with ``_``), sorted."""
+    if not directory.is_dir():
+        return []
+    return sorted(p for p in directory.glob("*.py") if not p.name.startswith("_") and p.is_file())
+
+
+def _summary(e: BaseException) -> str:
+    lines = traceback.format_exception_only(type(e), e)
+    return "".join(lines).strip()[: defaults.ERROR_MAX_BYTES]
+
+
+def _declared_in(module: ModuleType, *, version: str, origin: str) -> list[Substream]:
+    found = []
+    for value in vars(module).values():
+        declared = declaration_of(value)
+        if declared is None or getattr(value, "__module__", None) != module.__name__:
+            continue
+        found.append(declared.with_origin(version=version, origin=origin))
+    return found
+
+
+def _import_source(path: Path, source: bytes, version: str) -> ModuleType:
+    name = f"riak_events_plugin_{path.stem}_{version}"
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot make an import spec for {path}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # dataclasses and pickling look the module up by name
+    try:
+        code = compile(source, str(path), "exec")
+        exec(code, module.__dict__)
+    except BaseException:
+        sys.modules.pop(name, None)
+        raise
+    return module
+
+
+def load_file(path: Path, *, check_in_child: bool = False) -> list[Substream]:
+    """Import one plugin file and return the substreams it declares.
+
+    Args:
+        path: the ``.py`` file.
+        check_in_child: import it first in a forked child with a time limit.
+
+    Returns:
+        Its declarations, each with ``version`` = hash of the file and ``origin`` = path.
+
+    Raises:
+        PluginLoadError: it does not import, or declares no substream.
+    """
+    origin = str(path)
+    try:
+        source = path.read_bytes()
+    except OSError as e:
+        raise PluginLoadError(origin, f"cannot read: {e}") from e
+    version = version_of(source)
+    if check_in_child:
+        from substreams.sandbox import check_import  # noqa: PLC0415 (sandbox imports us)
+
+        problem = check_import(path, timeout_s=IMPORT_TIMEOUT_S)
+        if problem is not None:
+            raise PluginLoadError(origin, problem)
+    try:
+        module = _import_source(path, source, version)
+    except BaseException as e:  # a plugin may raise anything at import, even SystemExit
+        if isinstance(e, KeyboardInterrupt | SoftTimeout):
+            raise
+        raise PluginLoadError(origin, _summary(e)) from e
+    found = _declared_in(module, version=version, origin=origin)
+    if not found:
+        raise PluginLoadError(origin, "declares no @substream function")
+    return found
+
+
+def load_entry_points(report: LoadReport, group: str = defaults.ENTRY_POINT_GROUP) -> None:
+    """Load every installed plugin of entry-point ``group`` into ``report``.
+
+    An entry point may name a decorated function or a module; a module contributes
+    every substream declared in it.
+    """
+    for ep in entry_points(group=group):
+        origin = f"entry point {ep.name} = {ep.value}"
+        try:
+            obj = ep.load()
+        except BaseException as e:
+            if isinstance(e, KeyboardInterrupt):
+                raise
+            report.failures.append(PluginLoadError(origin, _summary(e)))
+            continue
+        module = obj if isinstance(obj, ModuleType) else sys.modules.get(obj.__module__)
+        source_file = getattr(module, "__file__", None)
+        version = version_of(Path(source_file).read_bytes()) if source_file else ""
+        if isinstance(obj, ModuleType):
+            found = _declared_in(obj, version=version, origin=origin)
+        else:
+            declared = declaration_of(obj)
+            found = (
+                [] if declared is None else [declared.with_origin(version=version, origin=origin)]
+            )
+        if not found:
+            report.failures.append(PluginLoadError(origin, "declares no @substream function"))
+        report.add(found)
+
+
+class PluginSet:
+    """The plugins of some directories and entry points, reloaded when files change.
+
+    Args:
+        directories: plugin directories, in priority order.
+        use_entry_points: also load the installed ``riak_events.substreams`` plugins.
+        check_in_child: import each new or changed file first in a time-limited child.
+    """
+
+    def __init__(
+        self,
+        directories: Sequence[Path],
+        *,
+        use_entry_points: bool = True,
+        check_in_child: bool = False,
+    ) -> None:
+        self.directories = tuple(directories)
+        self._use_entry_points = use_entry_points
+        self._check_in_child = check_in_child
+        self._cache: dict[tuple[Path, int, int], list[Substream] | PluginLoadError] = {}
+        self._fingerprint: tuple[tuple[Path, int, int], ...] | None = None
+        self.report = LoadReport()
+        self.generation = 0
+
+    def _scan(self) -> tuple[tuple[Path, int, int], ...]:
+        entries = []
+        for directory in self.directories:
+            for path in plugin_files(directory):
+                try:
+                    st = path.stat()
+                except OSError:
+                    continue
+                entries.append((path, st.st_mtime_ns, st.st_size))
+        return tuple(entries)
+
+    def refresh(self) -> bool:
+        """Rescan the directories; reload what changed.
+
+        Returns:
+            True when the set of substreams (or their failures) may have changed.
+        """
+        fingerprint = self._scan()
+        if fingerprint == self._fingerprint:
+            return False
+        report = LoadReport()
+        cache: dict[tuple[Path, int, int], list[Substream] | PluginLoadError] = {}
+        for entry in fingerprint:
+            loaded = self._cache.get(entry)
+            if loaded is None:
+                try:
+                    loaded = load_file(entry[0], check_in_child=self._check_in_child)
+                except PluginLoadError as e:
+                    loaded = e
+            cache[entry] = loaded
+            if isinstance(loaded, PluginLoadError):
+                report.failures.append(loaded)
+            else:
+                report.add(loaded)
+        if self._use_entry_points:
+            load_entry_points(report)
+        for failure in report.failures:
+            if failure not in self.report.failures:
+                log.warning("substream plugin not loaded: %s", failure)
+        before = {n: s.version for n, s in self.report.substreams.items()}
+        after = {n: s.version for n, s in report.substreams.items()}
+        if before != after:
+            log.info("substreams loaded: %s", ", ".join(f"{n}@{v}" for n, v in after.items()))
+        self._cache, self._fingerprint, self.report = cache, fingerprint, report
+        self.generation += 1
+        return True
+
+    @property
+    def substreams(self) -> dict[str, Substream]:
+        """name -> declaration, as of the last :meth:`refresh`."""
+        return self.report.substreams

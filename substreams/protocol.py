@@ -1,0 +1,89 @@
+"""What the sandbox's parent and child agree on: limits, outcome kinds, the pipe's wire.
+
+Pure definitions, no I/O.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+from typing import Literal
+
+from substreams import defaults
+from substreams.api import Substream
+from substreams.results import Status
+
+__all__ = [
+    "EXIT_INTERNAL",
+    "EXIT_MEMORY",
+    "HEADER",
+    "KIND_TAG",
+    "STATUS_OF",
+    "TAG_KIND",
+    "TAG_START",
+    "USAGE",
+    "Isolation",
+    "Kind",
+    "Limits",
+]
+
+Kind = Literal["ok", "exception", "too_large", "unencodable", "timeout", "memory", "killed"]
+STATUS_OF: dict[str, Status] = {
+    "ok": "ok",
+    "exception": "error",
+    "too_large": "error",
+    "unencodable": "error",
+    "timeout": "timeout",
+    "memory": "killed",
+    "killed": "killed",
+}
+
+# Messages written by the child: tag byte, job index, payload length, payload. "S" says
+# a job starts (no payload); a result's payload is (cpu_s, max_rss_kb) + the body.
+HEADER = struct.Struct(">cHI")
+USAGE = struct.Struct(">dq")
+TAG_START = b"S"
+TAG_KIND: dict[bytes, Kind] = {
+    b"O": "ok",
+    b"E": "exception",
+    b"L": "too_large",
+    b"U": "unencodable",
+    b"T": "timeout",
+    b"M": "memory",
+}
+KIND_TAG = {kind: tag for tag, kind in TAG_KIND.items()}
+#: Exit code of a child that hit MemoryError and could not even report it.
+EXIT_MEMORY = 75
+#: Exit code of a child whose setup failed.
+EXIT_INTERNAL = 76
+
+Isolation = Literal["substream", "chunk"]
+
+
+@dataclass(frozen=True)
+class Limits:
+    """The hard limits of one run.
+
+    Attributes:
+        timeout_s: wall-clock limit, seconds (the child's own alarm).
+        memory_mb: address space the child may add to what it inherits, MiB.
+        max_result_bytes: limit of the stored result value, bytes.
+        kill_grace_s: the parent SIGKILLs the group at ``timeout_s + kill_grace_s``.
+    """
+
+    timeout_s: float = defaults.TIMEOUT_S
+    memory_mb: int = defaults.MEMORY_MB
+    max_result_bytes: int = defaults.MAX_RESULT_BYTES
+    kill_grace_s: float = defaults.KILL_GRACE_S
+
+    @classmethod
+    def of(cls, sub: Substream, cap: Limits | None = None) -> Limits:
+        """The limits a substream declared, lowered to ``cap`` when given."""
+        if cap is None:
+            return cls(sub.timeout_s, sub.memory_mb, sub.max_result_bytes)
+        return cls(
+            min(sub.timeout_s, cap.timeout_s),
+            min(sub.memory_mb, cap.memory_mb),
+            min(sub.max_result_bytes, cap.max_result_bytes),
+            cap.kill_grace_s,
+        )

@@ -1,0 +1,452 @@
+"""Running plugins under hard limits: one forked child per run, killed at its deadline.
+
+The caller decodes a chunk once, then calls :func:`run_substreams`. For each matching
+substream the process forks (so the decoded events are shared copy-on-write, neither
+copied nor decoded again); the child:
+
+1. moves into a process group of its own (``setpgid(0, 0)``) and restores default
+   signal handlers; closes every inherited descriptor but its result pipe (so it holds
+   none of the parent's Riak connections or listening sockets);
+2. sets ``RLIMIT_AS`` to what it inherited plus the plugin's ``memory_mb`` and
+   ``RLIMIT_CPU`` just above its wall-clock limit; freezes the inherited heap for the GC;
+3. installs an audit hook refusing sockets, subprocesses, ``os.fork``, ``exec`` and
+   writing files (a guard against accidents, not a security boundary: see DESIGN.md);
+4. arms ``SIGALRM`` at the plugin's ``timeout_s`` (the soft, inner layer: it cannot
+   interrupt C code), runs the plugin, packs the stored result value and writes it,
+   length-prefixed and size-capped, into the pipe, then ``_exit``.
+
+The parent waits on every child's pipe and pidfd with one selector. At
+``timeout_s + kill_grace_s`` it sends SIGKILL to the child's whole process group (so
+grandchildren die too), reaps the child with ``wait4`` (CPU time and peak RSS), kills
+the group again in case something outlived the child, and classifies the exit:
+
+============  ========  ===============================================================
+kind          status    when
+============  ========  ===============================================================
+ok            ok        a complete result message arrived
+exception     error     the plugin raised; the message holds the traceback's summary
+too_large     error     the encoded result is over ``max_result_bytes``
+unencodable   error     the result is not Sereal-encodable
+timeout       timeout   SIGALRM fired, the parent's deadline passed, or RLIMIT_CPU hit
+memory        killed    MemoryError under RLIMIT_AS (or the child's memory exit code)
+killed        killed    died of a signal (SIGSEGV...) or exited without a result
+============  ========  ===============================================================
+
+Failure semantics: each run is independent; one child's death never affects another's
+result. :func:`run_substreams` always returns one :class:`Outcome` per substream, never
+raises for anything a plugin does, and leaves no child behind (every child is reaped;
+its group is SIGKILLed). It must be called from one thread at a time per child set,
+but several threads may each run their own call.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import selectors
+import signal
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from substreams.api import Context, Event, Substream
+from substreams.child import Job, Reported, SandboxViolation, Unencodable, child_main
+from substreams.errors import PluginLoadError
+from substreams.protocol import (
+    EXIT_MEMORY,
+    HEADER,
+    STATUS_OF,
+    TAG_KIND,
+    TAG_START,
+    USAGE,
+    Isolation,
+    Kind,
+    Limits,
+)
+from substreams.results import Status, error_value, ok_value
+
+__all__ = [
+    "Isolation",
+    "Kind",
+    "Limits",
+    "Outcome",
+    "SandboxViolation",
+    "check_import",
+    "run_in_child",
+    "run_substreams",
+    "stored_value",
+]
+
+_READ_SIZE = 65536
+#: Allowance for a child's setup (fork, rlimits) before its first job starts, seconds.
+_SETUP_S = 2.0
+
+
+@dataclass
+class Outcome:
+    """How one run ended.
+
+    Attributes:
+        name: the substream (or what was run).
+        kind: the classified exit (see the module docstring).
+        payload: the child's message: the stored value when ``ok``, else the error text
+            as UTF-8 (empty when the child said nothing).
+        error: a one-paragraph description of a failure, ``None`` when ok.
+        wall_s: from fork to reap, seconds.
+        cpu_s: the child's user + system CPU time, seconds.
+        max_rss_kb: the child's peak resident set (includes inherited pages it touched), KiB.
+        exit_status: the raw ``wait4`` status.
+    """
+
+    name: str
+    kind: Kind
+    payload: bytes = b""
+    error: str | None = None
+    wall_s: float = 0.0
+    cpu_s: float = 0.0
+    max_rss_kb: int = 0
+    exit_status: int = 0
+
+    @property
+    def status(self) -> Status:
+        """The stored status for this kind."""
+        return STATUS_OF[self.kind]
+
+    @property
+    def ok(self) -> bool:
+        return self.kind == "ok"
+
+
+# -- the parent ---------------------------------------------------------------------------
+
+
+@dataclass
+class _Child:
+    jobs: list[int]
+    limits: dict[int, Limits]
+    pid: int
+    read_fd: int
+    pidfd: int | None
+    spawned: float
+    buffer: bytearray = field(default_factory=bytearray)
+    current: int | None = None
+    current_started: float = 0.0
+    started_any: bool = False
+    done: set[int] = field(default_factory=set)
+    overflow: bool = False
+    killed_at_deadline: bool = False
+
+    def deadline(self) -> float:
+        grace = max(lim.kill_grace_s for lim in self.limits.values())
+        if self.current is None:
+            waiting = [i for i in self.jobs if i not in self.done]
+            first = self.limits[waiting[0]].timeout_s if waiting else 0.0
+            since = self.current_started if self.started_any else self.spawned
+            return since + first + grace + _SETUP_S
+        return self.current_started + self.limits[self.current].timeout_s + grace
+
+    def cap(self) -> int:
+        return max(lim.max_result_bytes for lim in self.limits.values()) + 65536
+
+
+def _spawn(jobs: list[tuple[int, Job]]) -> _Child:
+    read_fd, write_fd = os.pipe()
+    spawned = time.monotonic()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child never returns
+        os.close(read_fd)
+        child_main(jobs, write_fd)
+    os.close(write_fd)
+    # Also set the group from the parent: whichever runs first, the group exists
+    # before the parent might need to kill it.
+    with contextlib.suppress(OSError):
+        os.setpgid(pid, pid)
+    os.set_blocking(read_fd, False)
+    pidfd: int | None = None
+    if hasattr(os, "pidfd_open"):
+        with contextlib.suppress(OSError):
+            pidfd = os.pidfd_open(pid)
+    return _Child(
+        jobs=[i for i, _ in jobs],
+        limits={i: job[2] for i, job in jobs},
+        pid=pid,
+        read_fd=read_fd,
+        pidfd=pidfd,
+        spawned=spawned,
+    )
+
+
+def _kill_group(pid: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, signal.SIGKILL)
+
+
+def _drain(child: _Child) -> bool:
+    """Read what is available; returns True at EOF (or when over the size cap)."""
+    while True:
+        try:
+            data = os.read(child.read_fd, _READ_SIZE)
+        except BlockingIOError:
+            return False
+        except OSError as e:
+            if e.errno == errno.EINTR:
+                continue
+            return True
+        if not data:
+            return True
+        child.buffer += data
+        if len(child.buffer) > child.cap():
+            child.overflow = True
+            return True
+
+
+def _parse(child: _Child, names: Sequence[str], outcomes: list[Outcome | None]) -> None:
+    """Consume every complete message in the child's buffer."""
+    while len(child.buffer) >= HEADER.size:
+        tag, index, length = HEADER.unpack_from(child.buffer)
+        if index not in child.limits or (tag != TAG_START and length < USAGE.size):
+            child.overflow = True  # garbage on the pipe: treat like an over-size answer
+            return
+        if length > child.cap():
+            child.overflow = True
+            return
+        if len(child.buffer) < HEADER.size + length:
+            return
+        body = bytes(child.buffer[HEADER.size : HEADER.size + length])
+        del child.buffer[: HEADER.size + length]
+        now = time.monotonic()
+        if tag == TAG_START:
+            child.current, child.current_started, child.started_any = index, now, True
+            continue
+        kind = TAG_KIND.get(tag)
+        if kind is None:
+            child.overflow = True
+            return
+        cpu_s, max_rss_kb = USAGE.unpack_from(body)
+        payload = body[USAGE.size :]
+        wall_s = now - child.current_started if child.current == index else 0.0
+        if kind == "ok":
+            outcome = Outcome(names[index], "ok", payload)
+        else:
+            text = payload.decode(errors="replace")
+            outcome = Outcome(names[index], kind, payload, error=f"{kind}: {text}")
+        outcome.wall_s, outcome.cpu_s, outcome.max_rss_kb = wall_s, cpu_s, max_rss_kb
+        outcomes[index] = outcome
+        child.done.add(index)
+        child.current, child.current_started = None, now  # idle since now
+
+
+def _failure(child: _Child, name: str, limits: Limits, status: int) -> Outcome:
+    """The outcome of the job that was running when the child died or was killed."""
+    if child.overflow:
+        return Outcome(
+            name,
+            "too_large",
+            error=f"too_large: result is over the limit of {limits.max_result_bytes} bytes",
+        )
+    if child.killed_at_deadline:
+        return Outcome(
+            name,
+            "timeout",
+            error=f"timeout: killed after {limits.timeout_s + limits.kill_grace_s:.3g}s "
+            f"(wall-clock limit {limits.timeout_s}s)",
+        )
+    if os.WIFSIGNALED(status):
+        signum = os.WTERMSIG(status)
+        if signum in {signal.SIGXCPU, signal.SIGKILL}:
+            return Outcome(
+                name, "timeout", error=f"timeout: CPU limit ({signal.Signals(signum).name})"
+            )
+        signame = signal.Signals(signum).name
+        return Outcome(name, "killed", error=f"killed: died of signal {signame}")
+    code = os.WEXITSTATUS(status) if os.WIFEXITED(status) else -1
+    if code == EXIT_MEMORY:
+        return Outcome(name, "memory", error=f"memory: limit of {limits.memory_mb} MiB")
+    return Outcome(name, "killed", error=f"killed: exited with code {code} without a result")
+
+
+def _finish(child: _Child, names: Sequence[str], outcomes: list[Outcome | None]) -> list[int]:
+    """Reap a child that exited or was killed; returns the jobs it never started."""
+    _, status, usage = os.wait4(child.pid, 0)
+    _kill_group(child.pid)  # anything the plugin left behind in its group
+    if not child.overflow:
+        _drain(child)
+        _parse(child, names, outcomes)
+    os.close(child.read_fd)
+    if child.pidfd is not None:
+        os.close(child.pidfd)
+    now = time.monotonic()
+    blamed: list[int] = []
+    if child.current is not None:
+        blamed = [child.current]
+    elif not child.started_any or child.overflow:
+        # Died before any job started (setup failed), or sent garbage between jobs:
+        # the first waiting job takes the blame, so a retry cannot loop forever.
+        blamed = [i for i in child.jobs if i not in child.done][:1]
+    for index in blamed:
+        outcome = _failure(child, names[index], child.limits[index], status)
+        started = child.current_started if child.current == index else child.spawned
+        outcome.wall_s = now - started
+        outcome.cpu_s = usage.ru_utime + usage.ru_stime
+        outcome.max_rss_kb = usage.ru_maxrss
+        outcome.exit_status = status
+        outcomes[index] = outcome
+        child.done.add(index)
+    return [i for i in child.jobs if i not in child.done]
+
+
+def run_in_child(
+    jobs: Sequence[Job], *, max_parallel: int = 4, isolation: Isolation = "substream"
+) -> list[Outcome]:
+    """Run each job's target in a forked, limited child.
+
+    Args:
+        jobs: (name, target, limits); ``target()`` runs in the child and returns the
+            bytes to send back.
+        max_parallel: children alive at once.
+        isolation: ``"substream"``: one child per job (nothing shared between jobs);
+            ``"chunk"``: one child runs the jobs in turn (one fork and one copy of the
+            touched pages per chunk instead of per job; jobs see each other's
+            mutations of shared data). Either way each job has its own deadline and
+            limits, and when a job kills its child the jobs after it run in a new one.
+
+    Returns:
+        One outcome per job, in order.
+    """
+    names = [name for name, _, _ in jobs]
+    outcomes: list[Outcome | None] = [None] * len(jobs)
+    indexed = list(enumerate(jobs))
+    pending: list[list[tuple[int, Job]]] = (
+        [indexed] if isolation == "chunk" and indexed else [[job] for job in indexed]
+    )
+    running: dict[int, _Child] = {}  # pid -> child
+    selector = selectors.DefaultSelector()
+    try:
+        while pending or running:
+            while pending and len(running) < max(1, max_parallel):
+                child = _spawn(pending.pop(0))
+                running[child.pid] = child
+                selector.register(child.read_fd, selectors.EVENT_READ, (child.pid, "pipe"))
+                if child.pidfd is not None:
+                    selector.register(child.pidfd, selectors.EVENT_READ, (child.pid, "exit"))
+            wait_s = max(0.0, min(c.deadline() for c in running.values()) - time.monotonic())
+            if any(c.pidfd is None for c in running.values()):
+                wait_s = min(wait_s, 0.01)
+            finished: set[int] = set()
+            for key, _ in selector.select(wait_s):
+                pid, what = key.data
+                child = running[pid]
+                if what == "pipe":
+                    eof = _drain(child)
+                    _parse(child, names, outcomes)
+                    if eof:
+                        with contextlib.suppress(KeyError, ValueError):
+                            selector.unregister(child.read_fd)
+                    if child.overflow:
+                        _kill_group(child.pid)
+                else:
+                    finished.add(pid)
+            now = time.monotonic()
+            for pid, child in running.items():
+                if pid in finished:
+                    continue
+                if child.pidfd is None and _exited(pid):
+                    finished.add(pid)
+                elif now >= child.deadline():
+                    child.killed_at_deadline = True
+                    _kill_group(pid)
+                    finished.add(pid)
+            for pid in finished:
+                child = running.pop(pid)
+                for fd in (child.read_fd, child.pidfd):
+                    if fd is not None:
+                        with contextlib.suppress(KeyError, ValueError):
+                            selector.unregister(fd)
+                rest = _finish(child, names, outcomes)
+                if rest:
+                    by_index = dict(indexed)
+                    pending.insert(0, [(i, by_index[i]) for i in rest])
+    finally:
+        for child in running.values():  # only on an exception of our own
+            _kill_group(child.pid)
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(child.pid, 0)
+        selector.close()
+    return [o for o in outcomes if o is not None]
+
+
+def _exited(pid: int) -> bool:
+    try:
+        info = os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+    except ChildProcessError:
+        return True
+    return info is not None
+
+
+def _substream_target(sub: Substream, events: list[Event], ctx: Context) -> Callable[[], bytes]:
+    def target() -> bytes:
+        result = sub.function(events, ctx)
+        try:
+            return ok_value(sub.name, sub.version, result)
+        except MemoryError:
+            raise
+        except Exception as e:
+            raise Unencodable(f"result is not Sereal-encodable: {e}") from None
+
+    return target
+
+
+def run_substreams(
+    substreams: Sequence[Substream],
+    events: list[Event],
+    ctx: Context,
+    *,
+    cap: Limits | None = None,
+    max_parallel: int = 4,
+    isolation: Isolation = "substream",
+) -> list[Outcome]:
+    """Run substreams on one chunk's decoded events in limited children.
+
+    Args:
+        substreams: what to run (the caller has matched them to the chunk).
+        events: the chunk's decoded events, shared with the children copy-on-write.
+        ctx: the chunk's context.
+        cap: platform caps lowering each substream's declared limits.
+        max_parallel: children alive at once.
+        isolation: one child per substream, or one per chunk (see :func:`run_in_child`).
+
+    Returns:
+        One outcome per substream, in order; ``payload`` of an ok outcome is the value
+        to store; use :func:`stored_value` for any outcome.
+    """
+    jobs = [(s.name, _substream_target(s, events, ctx), Limits.of(s, cap)) for s in substreams]
+    return run_in_child(jobs, max_parallel=max_parallel, isolation=isolation)
+
+
+def stored_value(sub: Substream, outcome: Outcome) -> bytes:
+    """The value to store for an outcome: the child's packed result, or a marked failure."""
+    if outcome.ok:
+        return outcome.payload
+    return error_value(outcome.status, sub.name, sub.version, outcome.error or outcome.kind)
+
+
+def check_import(path: Path, *, timeout_s: float) -> str | None:
+    """Import a plugin file in a limited child; returns why it failed, or None if it loads."""
+    from substreams.loader import load_file  # noqa: PLC0415 (the loader imports us lazily)
+
+    def target() -> bytes:
+        try:
+            found = load_file(path)
+        except PluginLoadError as e:
+            raise Reported(e.reason) from None
+        return ",".join(s.name for s in found).encode()
+
+    limits = Limits(timeout_s=timeout_s, memory_mb=1024, max_result_bytes=65536)
+    (outcome,) = run_in_child([(str(path), target, limits)])
+    if outcome.ok:
+        return None
+    if outcome.kind == "timeout":
+        return f"import did not finish within {timeout_s}s"
+    return outcome.error or outcome.kind

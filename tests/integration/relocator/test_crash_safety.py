@@ -1,0 +1,98 @@
+"""kill -9 of the relocator at random points, many times in one test: nothing that was
+acknowledged (TCP) or spooled is lost, nothing is stored twice, and at every moment the
+metadata lists only chunks that can be read."""
+
+from __future__ import annotations
+
+import os
+import random
+import time
+from pathlib import Path
+
+import pytest
+
+from eventstore import sereal
+from eventstore.devnode.testing import DevnodeProcess, free_port
+from eventstore.riak import RiakClient
+from relocator.testing import AckedSender, RelocatorProcess, stored_events, write_config
+
+pytestmark = pytest.mark.integration
+
+ROUNDS = 14
+
+
+def _spool(directory: Path, epoch: int, dc: str, tag: str, ids: list[int]) -> None:
+    data = sereal.encode([{"id": i, "job": "cleanup", "rows": i * 7} for i in ids])
+    tmp = directory / f".{tag}.tmp"
+    tmp.write_bytes(data)
+    os.replace(tmp, directory / f"{epoch}-{dc}-cron-batch-{tag}.srl")
+
+
+def _wait_stored(
+    riak: RiakClient, dc: str, epochs: range, want: set[int], timeout_s: float
+) -> list[int]:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        events, unreadable = stored_events(riak, dc, epochs)
+        assert not unreadable, unreadable
+        ids = [e["id"] for e in events]
+        if want <= set(ids) or time.monotonic() > deadline:
+            return ids
+        time.sleep(0.2)
+
+
+def test_kill9_at_random_points_loses_nothing(
+    tmp_path: Path,
+    session_devnode: DevnodeProcess,
+    riak: RiakClient,
+    dc: str,
+    relocators: list[RelocatorProcess],
+) -> None:
+    seed = random.randrange(2**32)
+    print(f"seed {seed}")
+    rng = random.Random(seed)
+    tcp, mport = free_port(), free_port()
+    spool = tmp_path / "spool"
+    spool.mkdir()
+    cfg = write_config(
+        tmp_path / "r.toml",
+        data_dir=tmp_path / "data",
+        clusters={"a": session_devnode.url},
+        tcp_port=tcp,
+        metrics_port=mport,
+        spool_dir=spool,
+    )
+    proc = RelocatorProcess(cfg, metrics_port=mport, log_path=tmp_path / "relocator.log")
+    relocators.append(proc)
+    first_epoch = int(time.time()) - 1
+    acked: list[int] = []
+    spooled: list[int] = []
+    next_id = 0
+    for round_ in range(ROUNDS):
+        proc.start()
+        ids = list(range(10**7 + round_ * 1000, 10**7 + round_ * 1000 + 300))
+        _spool(spool, int(time.time()), dc, f"r{round_}", ids)
+        spooled += ids
+        sender = AckedSender(tcp, dc, first_id=next_id).start()
+        time.sleep(rng.uniform(0.0, 2.5))
+        proc.kill()
+        sender.stop()
+        acked += sender.acked
+        next_id = sender.next_id
+        # after every crash: whatever metadata exists lists only readable chunks
+        _, unreadable = stored_events(riak, dc, range(first_epoch, int(time.time()) + 2))
+        assert not unreadable, f"round {round_}: {unreadable}"
+    assert len(acked) > 1000, "the sender got too few acknowledgements to test anything"
+    proc.start()
+    epochs = range(first_epoch, int(time.time()) + 2)
+    want = set(acked) | set(spooled)
+    ids = _wait_stored(riak, dc, epochs, want, timeout_s=30)
+    missing = want - set(ids)
+    assert not missing, (
+        f"{len(missing)} acknowledged/spooled events lost, e.g. {sorted(missing)[:10]}"
+    )
+    dupes = len(ids) - len(set(ids))
+    assert dupes == 0, f"{dupes} events stored twice"
+    assert proc.stop() == 0
+    assert not [p for p in spool.iterdir() if p.suffix == ".srl"], "spool files left behind"
+    assert not (spool / ".rejected").exists()

@@ -1,0 +1,108 @@
+from __future__ import annotations
+
+import itertools
+import random
+
+import pytest
+
+from eventstore import sereal
+from eventstore.blob import unpack_blob
+from relocator.aggregator import Group
+from relocator.errors import BadSpoolFile
+from relocator.metrics import Metrics
+from relocator.sealer import Sealer
+
+pytestmark = pytest.mark.unit
+
+
+def sealer(limit: int = 20_000, writer: int = 7) -> tuple[Sealer, Metrics]:
+    counter = itertools.count(40)
+    m = Metrics()
+    return Sealer(
+        writer_id=writer,
+        reserve_seq=lambda: next(counter),
+        chunk_max_bytes=limit,
+        compress="zstd",
+        metrics=m,
+    ), m
+
+
+def test_group_becomes_chunks_under_the_limit_with_writer_numbering() -> None:
+    rng = random.Random(1)
+    events = [{"i": i, "noise": rng.randbytes(200).hex()} for i in range(300)]
+    g = Group(epoch=123, dc="ams1", close_at=0)
+    g.docs[("web", "www")] = [sereal.encode(e) for e in events]
+    g.docs[("lb", "")] = [sereal.encode({"x": 1})]
+    g.positions = list(range(301))
+    s, _ = sealer()
+    b = s.seal(g)
+    assert b.id == "0007-000000000040"
+    assert all(len(v) <= 20_000 for v in b.values)
+    assert len(b.keys) > 3
+    assert b.keys[0].format() == f"123:ams1:lb::{7 * 10**15 + 40 * 10**4}"
+    web = [k for k in b.keys if k.type == "web"]
+    assert [k.chunk - web[0].chunk for k in web] == list(range(len(web)))
+    got = [
+        e for k, v in zip(b.keys, b.values, strict=True) if k.type == "web" for e in unpack_blob(v)
+    ]
+    assert got == events
+    assert sum(b.events) == 301
+
+
+def test_undecodable_and_oversized_events_are_dropped_and_counted() -> None:
+    g = Group(epoch=1, dc="d", close_at=0)
+    big = {"blob": random.Random(2).randbytes(40_000).hex()}
+    g.docs[("t", "")] = [sereal.encode({"a": 1}), b"not sereal", sereal.encode(big)]
+    g.positions = [1, 2, 3]
+    s, m = sealer()
+    b = s.seal(g)
+    assert [e for v in b.values for e in unpack_blob(v)] == [{"a": 1}]
+    assert m.dropped.labels("undecodable")._value.get() == 1
+    assert m.dropped.labels("oversized")._value.get() == 1
+
+
+def test_spool_blob_is_split_and_numbering_can_be_imposed() -> None:
+    events = [{"id": i, "pad": "z" * (i % 90)} for i in range(2000)]
+    s, _ = sealer(limit=8_000)
+    b = s.seal_spool(
+        "x.srl",
+        sereal.encode(events),
+        epoch=9,
+        dc="d",
+        type_="cron",
+        subtype="batch",
+        seq=5,
+        writer_id=2,
+    )
+    assert b.id == "0002-000000000005"
+    assert b.spool == "x.srl"
+    assert [e for v in b.values for e in unpack_blob(v)] == events
+    assert b.keys[0].chunk == 2 * 10**15 + 5 * 10**4
+
+
+def test_spool_blob_that_is_not_an_array_is_refused() -> None:
+    s, _ = sealer()
+    with pytest.raises(BadSpoolFile):
+        s.seal_spool("x.srl", sereal.encode({"a": 1}), epoch=9, dc="d", type_="t", subtype="")
+    with pytest.raises(BadSpoolFile):
+        s.seal_spool("x.srl", b"garbage", epoch=9, dc="d", type_="t", subtype="")
+
+
+def test_spool_blob_that_already_fits_is_stored_verbatim() -> None:
+    events = [{"id": i, "job": "billing"} for i in range(500)]
+    for compress in ("zlib", "zstd", None):
+        blob = sereal.encode(events, compress=compress, protocol=4)
+        s, _ = sealer(limit=len(blob) + 16)
+        b = s.seal_spool("x.srl", blob, epoch=1, dc="d", type_="t", subtype="")
+        assert len(b.values) == 1 and b.events == (500,)
+        assert b.values[0][:-16] == blob  # same bytes plus our checksum postfix
+        assert unpack_blob(b.values[0]) == events
+        # one byte less room: cut and re-encoded instead, same events
+        s, _ = sealer(limit=len(blob) + 15)
+        b = s.seal_spool("x.srl", blob, epoch=1, dc="d", type_="t", subtype="")
+        assert [e for v in b.values for e in unpack_blob(v)] == events
+    old = sereal.encode(events, compress="zlib", protocol=3)  # protocol 3: re-encoded
+    s, _ = sealer(limit=10**6)
+    b = s.seal_spool("x.srl", old, epoch=1, dc="d", type_="t", subtype="")
+    assert b.values[0][:-16] != old
+    assert [e for v in b.values for e in unpack_blob(v)] == events
