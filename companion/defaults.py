@@ -6,8 +6,10 @@ flags override these; nothing else reads them.
 
 from __future__ import annotations
 
-#: Where the companion serves. Loopback: only the local node's hook should reach it.
-LISTEN = "127.0.0.1:5001"
+#: Where the companion serves. Loopback by default (safe on a dev machine); in a cluster the
+#: hook on whichever node coordinated a write posts here, so listen on the node's address
+#: and list the Riak nodes as peers. Port 5000 is the Erlang hook's default too.
+LISTEN = "127.0.0.1:5000"
 #: gunicorn worker processes (pre-forked). The seed ran "around 10 forks" per node.
 WORKERS = 2
 #: Chunk-processing threads per worker process; each runs the sandboxed children of one

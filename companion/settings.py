@@ -5,7 +5,7 @@ flags, each also read from ``RIAK_EVENTS_COMPANION_<OPTION>``. Relative paths in
 file are relative to the file's directory. See ``companion/example-config.toml``::
 
     [companion]
-    listen = "127.0.0.1:5001"
+    listen = "127.0.0.1:5000"
     node = "dev1@127.0.0.1"          # this node's logical name (ZooKeeper, auditor)
     workers = 2
     threads = 2
@@ -65,7 +65,7 @@ class CompanionSettings:
     """Everything a companion needs, validated. Field meanings: ``companion/defaults.py``."""
 
     host: str = "127.0.0.1"
-    port: int = 5001
+    port: int = 5000
     node: str = ""
     workers: int = defaults.WORKERS
     threads: int = defaults.THREADS
