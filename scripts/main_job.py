@@ -8,7 +8,10 @@
    each epoch-dc's metadata (the list of its chunk keys) last, as relocators do;
 3. reads the epoch back the way consumers do (metadata, then the chunks in parallel,
    checksums verified) and checks that every event came back, in order;
-4. shows what was stored and what the devnode's post-commit hook routed.
+4. shows what was stored and what the devnode's post-commit hook routed;
+6. reads back through ``consumer_lib.EventsClient``: a slice of the full stream (one
+   dc's web events) and a substream (``event_counts``: served by a companion when one
+   stored results, else computed by the client-side fallback).
 
 Exit status 0 when everything written was read back identically.
 """
@@ -130,7 +133,29 @@ def main(argv: list[str] | None = None) -> int:
                 print("FAILED: the events read back differ from those written", file=sys.stderr)
                 return 1
             print("OK: every event read back identical, checksums verified")
+            if not consumer_read_back(devnode.url, epoch, dcs[0], by_dc[dcs[0]]):
+                return 1
     return 0
+
+
+def consumer_read_back(url: str, epoch: int, dc: str, written: list[dict[str, Any]]) -> bool:
+    """Step 6: a full-stream slice and a substream through the consumer library."""
+    from consumer_lib import EventsClient  # noqa: PLC0415 (step 6 only)
+
+    with EventsClient([url]) as consumer:
+        web = [t.event for t in consumer.events(dc, epoch, epoch + 1, types=["web"])]
+        results = list(consumer.substream("event_counts", dc, epoch, epoch + 1))
+    served: dict[str, int] = defaultdict(int)
+    for r in results:
+        served[r.served if r.reason is None else f"{r.served} ({r.reason})"] += 1
+    total = sum(r.result["total"] for r in results)
+    print(f"  consumer_lib: {len(web)} web events of dc {dc}; substream event_counts over")
+    print(f"    {len(results)} chunks counts {total} events, served: {dict(served)}")
+    if web != _in_key_order([e for e in written if e["type"] == "web"]) or total != len(written):
+        print("FAILED: consumer_lib read back something else", file=sys.stderr)
+        return False
+    print("OK: full-stream slice and substream read back through consumer_lib")
+    return True
 
 
 def _in_key_order(events: list[dict[str, Any]]) -> list[dict[str, Any]]:

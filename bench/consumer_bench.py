@@ -1,0 +1,246 @@
+"""Consumer library benchmarks: full-stream reads and substreams served vs fallback.
+
+A devnode whose post-commit hook drives a real companion (the example plugins in a
+plugin directory) receives ``--epochs`` epochs (default 60) of ``--events`` realistic
+events each (one dc, grouped by type/subtype, chunked at 500 KB as relocators do).
+When every substream result is stored:
+
+1. **Full stream**: ``EventsClient.events`` over the whole range (metadata, filtered,
+   parallel bounded prefetch, checksum verified, decoded): events/s and MB/s (stored
+   bytes), against the decode ceiling: verify + decode of the same blobs already in
+   memory, one thread (the codec's own speed on this data, no network).
+2. **Substream served vs fallback**: the same range read as a substream from the
+   server's stored results (``fallback="auto"``; chunks the companion shed under the
+   write burst are handed to it again first, so all are served by the server) and by
+   client-side fallback only (``fallback="always"``: full chunks fetched and the plugin
+   run here): bytes read and wall time, and their ratios.
+3. **Tail lag**: a real relocator (grace 0.3 s) stores what a producer sends over TCP
+   for ``--tail-s`` seconds, the companion running; ``tail`` follows with
+   ``--tail-lag`` seconds of lag: seconds from each epoch's end to its delivery,
+   p50/p99/max, and whether every acknowledged event was delivered once.
+
+    .venv/bin/python bench/consumer_bench.py [--epochs 60] [--events 8000] [--repeat 3]
+                                             [--tail-s 20] [--tail-lag 1.0]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import statistics
+import tempfile
+import time
+from collections import Counter, defaultdict
+from pathlib import Path
+from typing import Any
+
+from events import generate_events
+
+from companion.testing import Stack, start_stack
+from consumer_lib import EventsClient
+from eventstore import sereal
+from eventstore.blob import unpack_blob
+from eventstore.chunking import chunk_events
+from eventstore.devnode.testing import free_port
+from eventstore.names import ChunkKey, format_metadata
+from relocator.testing import AckedSender, RelocatorProcess, write_config
+from substreams.loader import load_file, plugin_files
+
+EXAMPLES = Path(__file__).parents[1] / "substreams" / "examples"
+DC = "dc1"
+
+
+def write_range(stack: Stack, first: int, epochs: int, per_epoch: int) -> tuple[int, list[bytes]]:
+    """Write the epochs (chunks, then metadata). Returns (events, the stored blobs)."""
+    events = generate_events(per_epoch * 4, seed=3)
+    blobs: list[bytes] = []
+    total = 0
+    for i in range(epochs):
+        start = (i * per_epoch) % (len(events) - per_epoch)
+        groups: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
+        for e in events[start : start + per_epoch]:
+            groups[(e["type"], e["subtype"])].append(e)
+        keys = []
+        for (type_, subtype), group in sorted(groups.items()):
+            for n, chunk in enumerate(chunk_events(group)):
+                key = ChunkKey(first + i, DC, type_, subtype, n)
+                stack.riak.put("events", "events", key.format(), chunk.data)
+                keys.append(key)
+                blobs.append(chunk.data)
+        total += per_epoch
+        stack.riak.put(
+            "epochs",
+            "epochs",
+            f"{first + i}-{DC}",
+            format_metadata(keys).encode(),
+            content_type="text/plain",
+        )
+    return total, blobs
+
+
+def best(repeat: int, run: Any) -> tuple[float, Any]:
+    times, out = [], None
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        out = run()
+        times.append(time.perf_counter() - t0)
+    return min(times), out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--epochs", type=int, default=60)
+    parser.add_argument("--events", type=int, default=8000, help="events per epoch")
+    parser.add_argument("--tail-s", type=int, default=20, help="seconds of tail lag bench")
+    parser.add_argument("--tail-lag", type=float, default=1.0, help="tail's lag_s")
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--concurrency", type=int, default=4)
+    parser.add_argument("--prefetch", type=int, default=16)
+    args = parser.parse_args()
+
+    plugins = {p.name: p.read_text() for p in plugin_files(EXAMPLES)}
+    names = sorted(s.name for p in plugin_files(EXAMPLES) for s in load_file(p))
+    first = int(time.time()) - 3600
+    with tempfile.TemporaryDirectory(prefix="consumer-bench-") as tmp:
+        stack = start_stack(Path(tmp), plugins=plugins, companion={"queue_max": 4096})
+        try:
+            t0 = time.perf_counter()
+            n_events, blobs = write_range(stack, first, args.epochs, args.events)
+            stored = sum(len(b) for b in blobs)
+            print(
+                f"wrote {args.epochs} epochs, {n_events} events, {len(blobs)} chunks, "
+                f"{stored / 1e6:.2f} MB stored in {time.perf_counter() - t0:.1f}s "
+                f"(codec: {sereal.IMPLEMENTATION}; {platform.processor() or platform.machine()},"
+                f" {os.cpu_count()} cores)"
+            )
+            with EventsClient(
+                [stack.devnode.url],
+                plugin_dirs=[stack.plugin_dir],
+                use_entry_points=False,
+                concurrency=args.concurrency,
+                prefetch=args.prefetch,
+            ) as client:
+                # wait for the companion (not timed); chunks it shed under the write burst
+                # are handed to it again, so the served path below is the server's only
+                t0 = time.perf_counter()
+                for _round in range(10):
+                    lacking: dict[int, set[str]] = defaultdict(set)
+                    for name in names:
+                        got = list(
+                            client.substream(name, DC, first, first + args.epochs, fallback="off")
+                        )
+                        stack.wait_results(name, [r.key for r in got], timeout_s=600)
+                        for r in client.substream(
+                            name, DC, first, first + args.epochs, fallback="off"
+                        ):
+                            if r.served != "server":
+                                lacking[r.key.epoch].add(r.key.format())
+                    if not lacking:
+                        break
+                    for epoch, keys in sorted(lacking.items()):
+                        body = {"epoch": epoch, "dc": DC, "keys": sorted(keys)}
+                        stack.companion.request("POST", "/v1/keys", body)
+                    time.sleep(2.0)
+                print(f"companion results stored for {names} in {time.perf_counter() - t0:.1f}s")
+
+                def ceiling() -> int:
+                    return sum(len(unpack_blob(b)) for b in blobs)
+
+                def full() -> int:
+                    return sum(1 for _ in client.events(DC, first, first + args.epochs))
+
+                def by_chunk() -> int:
+                    return sum(len(c.events) for c in client.chunks(DC, first, first + args.epochs))
+
+                dec_s, count = best(args.repeat, ceiling)
+                read_s, got = best(args.repeat, full)
+                chunk_s, got_chunks = best(args.repeat, by_chunk)
+                assert got == got_chunks == count == n_events, (got, count, n_events)
+                print("\n1. full stream, 60-epoch range" if args.epochs == 60 else "\n1. full")
+                print(f"{'':28} {'events/s':>12} {'MB/s stored':>12} {'seconds':>9}")
+                for label, secs in (
+                    ("EventsClient.events", read_s),
+                    ("EventsClient.chunks", chunk_s),
+                    ("decode ceiling (1 thread)", dec_s),
+                ):
+                    print(
+                        f"{label:28} {n_events / secs:12,.0f} {stored / 1e6 / secs:12.2f} "
+                        f"{secs:9.3f}"
+                    )
+                print(f"read / ceiling: {dec_s / read_s:.2f}")
+
+                print("\n2. substream served by the server vs by client-side fallback")
+                print(
+                    f"{'substream':14} {'results':>7} {'served KB':>10} {'fallback KB':>12} "
+                    f"{'bytes x':>8} {'served s':>9} {'fallback s':>10} {'time x':>7}"
+                )
+                for name in names:
+                    rng = (DC, first, first + args.epochs)
+                    srv_s, served = best(
+                        args.repeat, lambda n=name, r=rng: list(client.substream(n, *r))
+                    )
+                    fb_s, forced = best(
+                        args.repeat,
+                        lambda n=name, r=rng: list(client.substream(n, *r, fallback="always")),
+                    )
+                    how = Counter(r.served if r.reason is None else r.reason for r in served)
+                    assert [r.result for r in served] == [r.result for r in forced]
+                    srv_b = sum(r.size_bytes for r in served)
+                    fb_b = sum(r.size_bytes for r in forced)
+                    print(
+                        f"{name:14} {len(served):7} {srv_b / 1e3:10.1f} {fb_b / 1e3:12.1f} "
+                        f"{fb_b / srv_b:8.1f} {srv_s:9.3f} {fb_s:10.3f} {fb_s / srv_s:7.1f}"
+                        + ("" if set(how) == {"server"} else f"  (served: {dict(how)})")
+                    )
+                bench_tail_lag(stack, client, Path(tmp), args.tail_s, args.tail_lag)
+        finally:
+            stack.stop()
+
+
+def bench_tail_lag(
+    stack: Stack, client: EventsClient, tmp: Path, seconds: int, lag_s: float
+) -> None:
+    """Section 3: seconds from an epoch's end to its delivery by tail."""
+    dc = "taillag"
+    tcp, mport = free_port(), free_port()
+    cfg = write_config(
+        tmp / "relocator.toml",
+        data_dir=tmp / "relocator",
+        clusters={"a": stack.devnode.url},
+        tcp_port=tcp,
+        metrics_port=mport,
+    )
+    relocator = RelocatorProcess(cfg, metrics_port=mport, log_path=tmp / "relocator.log")
+    relocator.start()
+    start = int(time.time())  # before the first event is sent: every event is in range
+    sender = AckedSender(tcp, dc, first_id=0).start()
+    lags: list[float] = []
+    ids: list[int] = []
+    try:
+        with client.tail(
+            dc, start=start, until=start + seconds, lag_s=lag_s, late_wait_s=10.0, poll_s=0.05
+        ) as tail:
+            for epoch in tail:
+                if epoch.found:
+                    lags.append(time.time() - (epoch.epoch + 1))
+                    ids += [e["id"] for e in epoch.events]
+                if epoch.epoch == start + seconds - 3:
+                    sender.stop()  # the last epochs are complete before tail reads them
+        skipped = len(tail.skipped)
+    finally:
+        sender.stop()
+        relocator.stop()
+    lags.sort()
+    acked = set(sender.acked)
+    print(f"\n3. tail lag (relocator + companion running, lag_s={lag_s}, {seconds} epochs)")
+    print(
+        f"p50 {statistics.median(lags):.2f} s, p99 {lags[int(0.99 * (len(lags) - 1))]:.2f} s, "
+        f"max {lags[-1]:.2f} s from epoch end to delivery; {len(lags)} epochs delivered, "
+        f"{skipped} skipped; {len(acked)} events acknowledged, "
+        f"{len(acked - set(ids))} not delivered, {len(ids) - len(set(ids))} delivered twice"
+    )
+
+
+if __name__ == "__main__":
+    main()

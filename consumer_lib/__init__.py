@@ -1,0 +1,47 @@
+"""The consumer library: read epoch ranges of the full stream or of a substream (with
+client-side fallback), and follow a dc in near real time.
+
+    from consumer_lib import EventsClient
+
+See ``consumer_lib/DESIGN.md`` and :mod:`consumer_lib.client`.
+"""
+
+from __future__ import annotations
+
+from consumer_lib.client import EventsClient
+from consumer_lib.errors import (
+    ChunkCorrupt,
+    ChunkMissing,
+    ChunkUnreadable,
+    ConsumerError,
+    DiscoveryFailed,
+    InvalidArgument,
+    MetadataUnreadable,
+    PluginNotFound,
+    PositionError,
+    StoreUnavailable,
+)
+from consumer_lib.ranges import EpochRange
+from consumer_lib.tail import Tail
+from consumer_lib.types import Chunk, Epoch, SubstreamEpoch, SubstreamResult, TaggedEvent
+
+__all__ = [
+    "Chunk",
+    "ChunkCorrupt",
+    "ChunkMissing",
+    "ChunkUnreadable",
+    "ConsumerError",
+    "DiscoveryFailed",
+    "Epoch",
+    "EpochRange",
+    "EventsClient",
+    "InvalidArgument",
+    "MetadataUnreadable",
+    "PluginNotFound",
+    "PositionError",
+    "StoreUnavailable",
+    "SubstreamEpoch",
+    "SubstreamResult",
+    "TaggedEvent",
+    "Tail",
+]

@@ -1,0 +1,342 @@
+"""``riak-events read`` and ``riak-events tail``: the consumer library on the command line.
+
+    riak-events read --node http://127.0.0.1:8098 --dc dc1 --start now-5m --end now
+    riak-events read --dc dc1 --start 1700000000 --end 1700000060 --type web --format text
+    riak-events read --dc dc1 --start now-1h --end now --substream web_5xx --plugin-dir p/
+    riak-events tail --dc dc1 --position var/tail-dc1.json --lag 5
+
+Output: JSON Lines on stdout (one event, or one substream result, per line) or a
+readable text form (``--format text``). A progress bar goes to stderr for ranges of more
+than ``PROGRESS_MIN_EPOCHS`` epochs when stderr is a terminal (``--progress`` forces
+it). Every option is also an environment variable ``RIAK_EVENTS_READ_<OPTION>`` /
+``RIAK_EVENTS_TAIL_<OPTION>``. Errors are printed as one line naming epoch, dc and key;
+exit status 1.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, nullcontext
+from pathlib import Path
+from typing import Any, TextIO
+
+import click
+
+from consumer_lib.client import EventsClient
+from consumer_lib.errors import ConsumerError
+from consumer_lib.ranges import EpochRange, parse_when
+from consumer_lib.types import Epoch, SubstreamResult, TaggedEvent
+
+#: Ranges longer than this (epochs) get a progress bar on an interactive stderr.
+PROGRESS_MIN_EPOCHS = 30
+
+
+def _json_default(value: Any) -> Any:
+    if isinstance(value, bytes | bytearray | memoryview):
+        raw = bytes(value)
+        try:
+            return raw.decode("utf-8")
+        except UnicodeDecodeError:
+            return {"$base64": base64.b64encode(raw).decode("ascii")}
+    if isinstance(value, set | frozenset | tuple):
+        return list(value)
+    return repr(value)
+
+
+def dumps(value: Any) -> str:
+    """One JSON line (bytes as UTF-8 text, or ``{"$base64": ...}`` when not UTF-8)."""
+    return json.dumps(value, default=_json_default, ensure_ascii=False, separators=(",", ":"))
+
+
+def _text_event(ev: TaggedEvent) -> str:
+    body = " ".join(f"{k}={dumps(v)}" for k, v in ev.event.items())
+    return f"{ev.epoch} {ev.dc} {ev.type}:{ev.subtype}:{ev.chunk}  {body}"
+
+
+def _text_result(res: SubstreamResult) -> str:
+    how = res.served if res.reason is None else f"{res.served} ({res.reason})"
+    payload = dumps(res.result) if res.served != "gap" else f"error: {res.error}"
+    return f"{res.epoch} {res.dc} {res.type}:{res.subtype}:{res.chunk}  [{how}]  {payload}"
+
+
+def _client_options(command: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """The options of both commands; renamed parameters get their variable explicitly,
+    so every option reads ``RIAK_EVENTS_<COMMAND>_<OPTION>``."""
+    env = f"RIAK_EVENTS_{command.upper()}_"
+
+    def decorate(f: Callable[..., Any]) -> Callable[..., Any]:
+        options = [
+            click.option(
+                "--node",
+                "nodes",
+                multiple=True,
+                envvar=env + "NODE",
+                help="Riak HTTP URL (repeat for more).",
+            ),
+            click.option("--zookeeper", default=None, help="ZooKeeper hosts: pick live nodes."),
+            click.option("--zk-root", default="/riak-events", show_default=True),
+            click.option("--dc", required=True, help="The data centre."),
+            click.option(
+                "--type",
+                "types",
+                multiple=True,
+                envvar=env + "TYPE",
+                help="Event type or glob (repeat).",
+            ),
+            click.option(
+                "--subtype",
+                "subtypes",
+                multiple=True,
+                envvar=env + "SUBTYPE",
+                help="Subtype or glob (repeat).",
+            ),
+            click.option(
+                "--format",
+                "fmt",
+                type=click.Choice(["jsonl", "text"]),
+                default="jsonl",
+                show_default=True,
+                envvar=env + "FORMAT",
+            ),
+            click.option(
+                "--concurrency", type=click.IntRange(1, 256), default=8, show_default=True
+            ),
+            click.option("--prefetch", type=click.IntRange(1, 4096), default=16, show_default=True),
+        ]
+        for option in reversed(options):
+            f = option(f)
+        return f
+
+    return decorate
+
+
+def _substream_options(command: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """--substream and what its fallback needs."""
+    env = f"RIAK_EVENTS_{command.upper()}_"
+
+    def decorate(f: Callable[..., Any]) -> Callable[..., Any]:
+        options = [
+            click.option("--substream", default=None, help="A substream instead of all events."),
+            click.option(
+                "--plugin-dir",
+                "plugin_dirs",
+                multiple=True,
+                envvar=env + "PLUGIN_DIR",
+                type=click.Path(path_type=Path, file_okay=False),
+                help="Plugin directory for the fallback (the companions').",
+            ),
+            click.option("--entry-points/--no-entry-points", default=True, show_default=True),
+            click.option(
+                "--fallback",
+                type=click.Choice(["auto", "off", "always"]),
+                default="auto",
+                show_default=True,
+                help="Substream results missing or failed: compute them here, or leave gaps.",
+            ),
+        ]
+        for option in reversed(options):
+            f = option(f)
+        return f
+
+    return decorate
+
+
+def _client(nodes: tuple[str, ...], zookeeper: str | None, zk_root: str, **kw: Any) -> EventsClient:
+    if not nodes and not zookeeper:
+        nodes = ("http://127.0.0.1:8098",)
+    return EventsClient(list(nodes) or None, zookeeper=zookeeper, zk_root=zk_root, **kw)
+
+
+def _progress(show: bool, epochs: EpochRange) -> AbstractContextManager[Any]:
+    if not show:
+        return nullcontext(None)
+    return click.progressbar(
+        length=len(epochs), label="epochs", file=sys.stderr, show_eta=True, show_pos=True
+    )
+
+
+@click.command()
+@_client_options("read")
+@click.option("--start", required=True, help="Epoch, ISO datetime (UTC), now, now-15m...")
+@click.option("--end", required=True, help="Exclusive end, same forms as --start.")
+@_substream_options("read")
+@click.option("--progress/--no-progress", default=None, help="Progress bar on stderr.")
+def read(  # noqa: PLR0917 (one parameter per click option)
+    nodes: tuple[str, ...],
+    zookeeper: str | None,
+    zk_root: str,
+    dc: str,
+    types: tuple[str, ...],
+    subtypes: tuple[str, ...],
+    fmt: str,
+    concurrency: int,
+    prefetch: int,
+    start: str,
+    end: str,
+    substream: str | None,
+    plugin_dirs: tuple[Path, ...],
+    entry_points: bool,
+    fallback: str,
+    progress: bool | None,
+) -> None:
+    """Read an epoch range [START, END) of the full stream, or of a substream."""
+    now = time.time()
+    try:
+        epochs = EpochRange(parse_when(start, now=now), parse_when(end, now=now))
+        show = (
+            progress
+            if progress is not None
+            else (sys.stderr.isatty() and len(epochs) > PROGRESS_MIN_EPOCHS)
+        )
+        with (
+            _client(
+                nodes,
+                zookeeper,
+                zk_root,
+                concurrency=concurrency,
+                prefetch=prefetch,
+                plugin_dirs=plugin_dirs,
+                use_entry_points=entry_points,
+            ) as client,
+            _progress(show, epochs) as bar,
+        ):
+            out = sys.stdout
+            if substream is None:
+                _write_epochs(
+                    client.epochs(
+                        dc, epochs.start, epochs.end, types=types or None, subtypes=subtypes or None
+                    ),
+                    out,
+                    fmt,
+                    bar,
+                    epochs.start,
+                )
+            else:
+                results = client.substream(
+                    substream,
+                    dc,
+                    epochs.start,
+                    epochs.end,
+                    types=types or None,
+                    subtypes=subtypes or None,
+                    fallback=fallback,  # type: ignore[arg-type]
+                )
+                _write_results(results, out, fmt, bar, epochs.start)
+    except ConsumerError as e:
+        raise click.ClickException(str(e)) from e
+    except BrokenPipeError:  # `| head`: the reader is gone
+        sys.stderr.close()
+
+
+def _write_epochs(epochs: Iterator[Epoch], out: TextIO, fmt: str, bar: Any, first: int) -> None:
+    done = first
+    for epoch in epochs:
+        for chunk in epoch.chunks:
+            k = chunk.key
+            for event in chunk.events:
+                ev = TaggedEvent(k.epoch, k.dc, k.type, k.subtype, k.chunk, event)
+                out.write((dumps(ev.as_dict()) if fmt == "jsonl" else _text_event(ev)) + "\n")
+        if bar is not None:
+            bar.update(epoch.epoch + 1 - done)
+            done = epoch.epoch + 1
+
+
+def _write_results(
+    results: Iterator[SubstreamResult], out: TextIO, fmt: str, bar: Any, first: int
+) -> None:
+    done = first
+    for res in results:
+        out.write((dumps(res.as_dict()) if fmt == "jsonl" else _text_result(res)) + "\n")
+        if bar is not None and res.epoch > done:
+            bar.update(res.epoch - done)
+            done = res.epoch
+
+
+@click.command()
+@_client_options("tail")
+@click.option(
+    "--position",
+    type=click.Path(path_type=Path, dir_okay=False),
+    default=None,
+    help="Position file: resume from it, save to it.",
+)
+@click.option("--start", default=None, help="First epoch without a saved position.")
+@click.option("--until", default=None, help="Stop before this epoch (default: never).")
+@click.option("--lag", "lag_s", type=float, default=5.0, show_default=True, help="Seconds.")
+@click.option("--late-wait", "late_wait_s", type=float, default=30.0, show_default=True)
+@_substream_options("tail")
+def tail(  # noqa: PLR0917 (one parameter per click option)
+    nodes: tuple[str, ...],
+    zookeeper: str | None,
+    zk_root: str,
+    dc: str,
+    types: tuple[str, ...],
+    subtypes: tuple[str, ...],
+    fmt: str,
+    concurrency: int,
+    prefetch: int,
+    position: Path | None,
+    start: str | None,
+    until: str | None,
+    lag_s: float,
+    late_wait_s: float,
+    substream: str | None,
+    plugin_dirs: tuple[Path, ...],
+    entry_points: bool,
+    fallback: str,
+) -> None:
+    """Follow DC seconds behind real time (the full stream, or --substream NAME);
+    skipped epochs are reported on stderr."""
+    now = time.time()
+    options: dict[str, Any] = {
+        "position": position,
+        "start": None if start is None else parse_when(start, now=now),
+        "until": None if until is None else parse_when(until, now=now),
+        "types": types or None,
+        "subtypes": subtypes or None,
+        "lag_s": lag_s,
+        "late_wait_s": late_wait_s,
+    }
+    try:
+        with _client(
+            nodes,
+            zookeeper,
+            zk_root,
+            concurrency=concurrency,
+            prefetch=prefetch,
+            plugin_dirs=plugin_dirs,
+            use_entry_points=entry_points,
+        ) as client:
+            if substream is None:
+                with client.tail(dc, **options) as follower:
+                    for epoch in follower:
+                        if _report_skip(epoch.skipped, epoch.epoch, dc):
+                            continue
+                        _write_epochs(iter([epoch]), sys.stdout, fmt, None, epoch.epoch)
+                        sys.stdout.flush()
+            else:
+                with client.tail_substream(
+                    substream,
+                    dc,
+                    fallback=fallback,  # type: ignore[arg-type]
+                    **options,
+                ) as results:
+                    for sub_epoch in results:
+                        if _report_skip(sub_epoch.skipped, sub_epoch.epoch, dc):
+                            continue
+                        _write_results(iter(sub_epoch.results), sys.stdout, fmt, None, 0)
+                        sys.stdout.flush()
+    except ConsumerError as e:
+        raise click.ClickException(str(e)) from e
+    except KeyboardInterrupt:
+        pass
+
+
+def _report_skip(skipped: bool, epoch: int, dc: str) -> bool:
+    if skipped:
+        click.echo(f"skipped epoch {epoch} dc {dc}: no metadata", err=True)
+    return skipped

@@ -1,0 +1,34 @@
+"""Every default of the consumer library, documented, in one place."""
+
+from __future__ import annotations
+
+#: Riak read options of every GET (the seed's "GET options"): one replica's answer is
+#: enough, and the first "not found" is believed. Safe because chunks are immutable and
+#: verified by their checksum postfix.
+R = 1
+NOTFOUND_OK = True
+
+#: Socket timeout of one request, seconds.
+TIMEOUT_S = 10.0
+#: Tries of one request on the node list (first included), and their deadline, seconds.
+RETRY_MAX_TRIES = 4
+RETRY_DEADLINE_S = 15.0
+
+#: Threads fetching and decoding chunks (and running fallbacks) in parallel.
+CONCURRENCY = 8
+#: Chunks fetched ahead of the consumer: bounds memory (at most this many decoded
+#: chunks of <= 500 KB stored each are held ahead) whatever the range.
+PREFETCH_CHUNKS = 16
+#: Epochs whose metadata is read ahead.
+METADATA_DEPTH = 8
+
+#: Tail: seconds after an epoch's end before it is read (the writers' grace window plus
+#: their push time; the seed's consumers ran 10-15 s behind).
+TAIL_LAG_S = 5.0
+#: Tail: how long after that to wait for late metadata before skipping the epoch.
+TAIL_LATE_WAIT_S = 30.0
+#: Tail: interval between metadata reads while waiting, seconds.
+TAIL_POLL_S = 0.5
+
+#: Our ZooKeeper root (companions register live nodes under <root>/companions).
+ZK_ROOT = "/riak-events"

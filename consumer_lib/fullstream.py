@@ -1,0 +1,180 @@
+"""Reading the full stream: epoch ranges of one dc, in chronological order.
+
+The seed's "Reading from Riak", for a range::
+
+    for each epoch of [start, end), in order (metadata read up to `metadata_depth` ahead):
+        refs = metadata <epoch>-<dc>            # 404: the epoch is empty
+        keep the refs whose type/subtype pass the filter   # before fetching anything
+        sort them in chunk order (type, subtype, chunk NUMBER)
+        fetch + verify + decode each chunk on the pool, up to `prefetch` chunks ahead
+    yield each epoch (or each chunk, or each event) in order
+
+Memory is bounded whatever the range: at most ``prefetch`` decoded chunks are held
+ahead of the consumer (:mod:`consumer_lib.pipeline`), plus, for :func:`epochs`, the
+epoch being assembled (the flat views, :func:`chunks` and :func:`events`, hold none).
+
+Failure semantics: a missing epoch is empty (``Epoch.found`` false). A chunk listed in
+metadata but missing raises :class:`~consumer_lib.errors.ChunkMissing`; a chunk whose
+every copy fails its checksum raises :class:`~consumer_lib.errors.ChunkCorrupt`; both
+name the key, and are raised in order: every earlier epoch has been yielded first.
+Checksum retries on other nodes happen below, in :mod:`consumer_lib.store`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import Executor
+from dataclasses import dataclass
+
+from consumer_lib.pipeline import prefetch
+from consumer_lib.ranges import EpochRange
+from consumer_lib.store import Store
+from consumer_lib.types import Chunk, ChunkFilter, Epoch, TaggedEvent, flatten
+from eventstore.names import ChunkKey, ChunkRef
+
+__all__ = ["EpochMark", "chunk_stream", "epoch_metadata", "epoch_reader", "epochs", "events"]
+
+#: An epoch's metadata as read: its entries, or None when it has no metadata.
+Metadata = tuple[ChunkRef, ...] | None
+
+
+@dataclass(frozen=True)
+class EpochMark:
+    """Marks the start of an epoch in the chunk stream: the keys that follow are its."""
+
+    epoch: int
+    dc: str
+    found: bool
+    keys: tuple[ChunkKey, ...]
+    skipped: bool = False
+
+
+def epoch_metadata(
+    store: Store, executor: Executor, dc: str, epoch_range: EpochRange, depth: int
+) -> Iterator[tuple[int, Metadata]]:
+    """``(epoch, metadata)`` for every epoch of the range, in order, read ``depth`` ahead."""
+    yield from prefetch(epoch_range, lambda e: store.metadata(e, dc), executor, depth)
+
+
+def marks(
+    dc: str,
+    metadata: Iterable[tuple[int, Metadata]],
+    keep: ChunkFilter,
+    also: Callable[[str, str], bool] | None = None,
+) -> Iterator[EpochMark | ChunkKey]:
+    """The chunk stream's items: for each epoch a mark, then its kept keys in order.
+
+    ``also``: a second condition on (type, subtype), e.g. a plugin's declaration.
+    """
+    for epoch, refs in metadata:
+        kept = keep.select(refs or ())
+        if also is not None:
+            kept = [r for r in kept if also(r.type, r.subtype)]
+        keys = tuple(r.key(epoch, dc) for r in kept)
+        yield EpochMark(epoch, dc, refs is not None, keys)
+        yield from keys
+
+
+def chunk_stream(
+    store: Store,
+    executor: Executor,
+    items: Iterable[EpochMark | ChunkKey],
+    prefetch_chunks: int,
+) -> Iterator[EpochMark | Chunk]:
+    """Marks and decoded chunks, in order, fetching up to ``prefetch_chunks`` ahead."""
+    fetch: Callable[[EpochMark | ChunkKey], Chunk] = lambda key: _chunk(store, key)  # noqa: E731
+    for item, chunk in prefetch(
+        items, fetch, executor, prefetch_chunks, is_marker=lambda i: isinstance(i, EpochMark)
+    ):
+        yield chunk if chunk is not None else item  # type: ignore[misc]
+
+
+def _chunk(store: Store, key: EpochMark | ChunkKey) -> Chunk:
+    assert isinstance(key, ChunkKey)
+    fetched = store.chunk(key)
+    return Chunk(fetched.key, fetched.events, fetched.size_bytes, fetched.node, fetched.bad_nodes)
+
+
+def group_epochs(stream: Iterable[EpochMark | Chunk]) -> Iterator[Epoch]:
+    """Assemble the chunk stream into epochs."""
+    mark: EpochMark | None = None
+    chunks: list[Chunk] = []
+    for item in stream:
+        if isinstance(item, EpochMark):
+            if mark is not None:
+                yield Epoch(mark.epoch, mark.dc, tuple(chunks), mark.found, mark.skipped)
+            mark, chunks = item, []
+        else:
+            chunks.append(item)
+    if mark is not None:
+        yield Epoch(mark.epoch, mark.dc, tuple(chunks), mark.found, mark.skipped)
+
+
+def epochs(
+    store: Store,
+    executor: Executor,
+    dc: str,
+    epoch_range: EpochRange,
+    keep: ChunkFilter,
+    *,
+    prefetch_chunks: int,
+    metadata_depth: int,
+) -> Iterator[Epoch]:
+    """Every epoch of the range, in order, with its kept chunks decoded (see module)."""
+    metadata = epoch_metadata(store, executor, dc, epoch_range, metadata_depth)
+    return group_epochs(chunk_stream(store, executor, marks(dc, metadata, keep), prefetch_chunks))
+
+
+def chunks(
+    store: Store,
+    executor: Executor,
+    dc: str,
+    epoch_range: EpochRange,
+    keep: ChunkFilter,
+    *,
+    prefetch_chunks: int,
+    metadata_depth: int,
+) -> Iterator[Chunk]:
+    """Every kept chunk of the range, in order, one at a time (no epoch is assembled)."""
+    metadata = epoch_metadata(store, executor, dc, epoch_range, metadata_depth)
+    for item in chunk_stream(store, executor, marks(dc, metadata, keep), prefetch_chunks):
+        if isinstance(item, Chunk):
+            yield item
+
+
+def events(
+    store: Store,
+    executor: Executor,
+    dc: str,
+    epoch_range: EpochRange,
+    keep: ChunkFilter,
+    *,
+    prefetch_chunks: int,
+    metadata_depth: int,
+) -> Iterator[TaggedEvent]:
+    """Every event of the range, in order, tagged with epoch/dc/type/subtype/chunk."""
+    stream = chunks(
+        store,
+        executor,
+        dc,
+        epoch_range,
+        keep,
+        prefetch_chunks=prefetch_chunks,
+        metadata_depth=metadata_depth,
+    )
+    return flatten(Epoch(c.key.epoch, c.key.dc, (c,)) for c in stream)
+
+
+def epoch_reader(
+    store: Store, executor: Executor, dc: str, keep: ChunkFilter, *, prefetch_chunks: int
+) -> Callable[[int, Metadata], Epoch]:
+    """For ``tail``: reads one epoch from its metadata (None: a skipped epoch)."""
+
+    def read(epoch: int, refs: Metadata) -> Epoch:
+        if refs is None:
+            return Epoch(epoch, dc, (), found=False, skipped=True)
+        stream = chunk_stream(store, executor, marks(dc, [(epoch, refs)], keep), prefetch_chunks)
+        (one,) = group_epochs(stream)
+        return one
+
+    return read

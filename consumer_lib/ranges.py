@@ -1,0 +1,130 @@
+"""Epoch ranges: ``start`` inclusive, ``end`` exclusive, given as epochs or datetimes.
+
+An epoch is a unix second (UTC) and holds the events created in ``[epoch, epoch + 1)``.
+A range ``[start, end)`` of instants therefore covers the epochs ``floor(start)`` up to
+``ceil(end) - 1``: every epoch that holds an instant of the range. For whole seconds
+that is simply ``start, start + 1, ..., end - 1``. Datetimes must be timezone-aware
+(a naive datetime has no defined epoch; we refuse to guess the zone).
+
+:func:`parse_when` reads the forms the CLI accepts: an epoch (``1700000000``), an ISO
+8601 datetime (``2026-11-22T03:00:00Z``; without a zone it is UTC), ``now``, and
+``now-90`` / ``now-15m`` / ``now-2h`` / ``now-1d``.
+
+Pure logic, no I/O.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import datetime, timezone
+
+from consumer_lib.errors import InvalidArgument
+
+__all__ = ["EpochRange", "When", "epoch_of", "parse_when"]
+
+#: What a range bound may be: an epoch (int) or an aware datetime.
+When = int | datetime
+
+_RELATIVE_RE = re.compile(r"now(?:-(\d+)([smhd]?))?")
+_UNIT_S = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def epoch_of(value: When, *, end: bool = False) -> int:
+    """The epoch of a range bound.
+
+    Args:
+        value: an epoch (``int``, >= 0) or a timezone-aware ``datetime``.
+        end: the bound is an exclusive end: a datetime inside an epoch rounds up, so
+            the epoch holding it is included; a start rounds down.
+
+    Returns:
+        The epoch.
+
+    Raises:
+        InvalidArgument: a negative epoch, a bool, a naive datetime, another type.
+    """
+    if isinstance(value, bool) or not isinstance(value, int | datetime):
+        raise InvalidArgument(f"a range bound must be an int epoch or a datetime: {value!r}")
+    if isinstance(value, int):
+        if value < 0:
+            raise InvalidArgument(f"epoch {value} is negative")
+        return value
+    if value.tzinfo is None or value.utcoffset() is None:
+        raise InvalidArgument(f"datetime {value.isoformat()} has no timezone; give one (UTC)")
+    seconds = value.timestamp()
+    epoch = math.ceil(seconds) if end else math.floor(seconds)
+    if epoch < 0:
+        raise InvalidArgument(f"datetime {value.isoformat()} is before 1970")
+    return epoch
+
+
+@dataclass(frozen=True)
+class EpochRange:
+    """Epochs ``start`` (inclusive) to ``end`` (exclusive).
+
+    Raises:
+        InvalidArgument: ``end < start`` or a negative bound.
+    """
+
+    start: int
+    end: int
+
+    def __post_init__(self) -> None:
+        if self.start < 0 or self.end < 0:
+            raise InvalidArgument(f"epoch range [{self.start}, {self.end}) has a negative bound")
+        if self.end < self.start:
+            raise InvalidArgument(f"epoch range [{self.start}, {self.end}) ends before it starts")
+
+    @classmethod
+    def of(cls, start: When, end: When) -> EpochRange:
+        """The epochs of ``[start, end)`` given as epochs or aware datetimes (rounding
+        described in the module docstring)."""
+        return cls(epoch_of(start), epoch_of(end, end=True))
+
+    def __len__(self) -> int:
+        return self.end - self.start
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(range(self.start, self.end))
+
+    def __contains__(self, epoch: object) -> bool:
+        return isinstance(epoch, int) and self.start <= epoch < self.end
+
+    def __str__(self) -> str:
+        return f"[{self.start}, {self.end})"
+
+
+def parse_when(text: str, *, now: float) -> int:
+    """Parse a CLI range bound into an epoch.
+
+    Args:
+        text: ``1700000000``, ``2026-11-22T03:00:00Z`` (no zone: UTC), ``now``,
+            ``now-90``, ``now-15m``, ``now-2h``, ``now-1d``.
+        now: the current unix time, seconds.
+
+    Returns:
+        The epoch (a datetime with a fraction rounds down).
+
+    Raises:
+        InvalidArgument: none of those forms.
+    """
+    text = text.strip()
+    if text.isdigit():
+        return int(text)
+    relative = _RELATIVE_RE.fullmatch(text)
+    if relative:
+        amount, unit = relative.groups()
+        back = int(amount or 0) * _UNIT_S[unit or ""]
+        return max(0, math.floor(now) - back)
+    try:
+        parsed = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        raise InvalidArgument(
+            f"{text!r} is not an epoch, an ISO datetime, 'now' or 'now-N[smhd]'"
+        ) from None
+    if parsed.tzinfo is None:
+        parsed = parsed.replace(tzinfo=timezone.utc)
+    return epoch_of(parsed)

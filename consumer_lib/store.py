@@ -1,0 +1,311 @@
+"""The consumer's reads from Riak: metadata, verified chunks, substream results.
+
+This module is the library's one boundary with the store: every
+:class:`~eventstore.riak.RiakError` and every blob or codec error is translated here into
+a :class:`~consumer_lib.errors.ConsumerError` naming the epoch, dc and key (the original
+is the ``__cause__``); nothing above it sees a Riak or HTTP error.
+
+Read options are the seed's (``r=1``, ``notfound_ok=true``): fast, and safe because every
+chunk carries a checksum postfix that is verified on every read.
+
+Failure semantics:
+
+1. **A node fails** (connection, timeout, 5xx): the Riak client retries on another node
+   of the list with backoff and a deadline; when it gives up: :class:`StoreUnavailable`.
+2. **Metadata missing** (404): the epoch is empty for that dc (``None``).
+3. **A chunk listed in metadata is missing**: asked once more on another node with
+   ``notfound_ok=false`` (a replica that has not got it yet must not hide one that
+   has); still missing: :class:`ChunkMissing`.
+4. **Checksum mismatch** (or a cut-off blob): the same key is read from every OTHER node
+   of the node list in turn (one client per node, so the retry cannot land on the node
+   that served the bad copy); the first good copy wins. None: :class:`ChunkCorrupt`
+   naming the key and the nodes. On a real Riak cluster the node asked coordinates the
+   read and may ask the same replica; trying every node of the list gives each a
+   chance to answer from another one (and Riak's read repair fixes nothing here: with
+   last_write_wins the bad copy may be as new as the good one).
+5. **A result is unreadable** (bad checksum, not a result record): reported as such;
+   the substream reader falls back to the full chunk.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from prometheus_client import Counter
+
+from consumer_lib.errors import (
+    ChunkCorrupt,
+    ChunkMissing,
+    ChunkUnreadable,
+    ConsumerError,
+    MetadataUnreadable,
+    StoreUnavailable,
+)
+from eventstore.blob import unpack_blob
+from eventstore.errors import BlobError, ChecksumMismatch, EventStoreError, InvalidName
+from eventstore.names import ChunkKey, ChunkRef, MetadataKey, Namespaces, parse_metadata
+from eventstore.riak import NotFound, Retry, RiakClient, RiakError
+from eventstore.riak.types import Quorum, RiakObject
+from substreams.results import ResultRecord, read_result
+
+log = logging.getLogger(__name__)
+
+__all__ = ["FetchedChunk", "FetchedResult", "Store"]
+
+CHECKSUM_RETRIES = Counter(
+    "consumer_checksum_retries_total",
+    "Chunk reads whose copy failed its checksum and were retried on another node",
+)
+
+
+@dataclass(frozen=True)
+class FetchedChunk:
+    """A chunk read, verified and decoded.
+
+    Attributes:
+        key: its chunk key.
+        events: the decoded events.
+        size_bytes: the stored size (what crossed the network).
+        node: the node that served the good copy.
+        bad_nodes: nodes that served a copy failing its checksum first (usually empty).
+    """
+
+    key: ChunkKey
+    events: list[dict[str, Any]]
+    size_bytes: int
+    node: str
+    bad_nodes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class FetchedResult:
+    """A substream result as stored: the decoded record, or why it could not be read.
+
+    Attributes:
+        record: the result record (``None`` when ``unreadable``).
+        size_bytes: the stored size.
+        unreadable: what was wrong with the stored value, if anything.
+    """
+
+    record: ResultRecord | None
+    size_bytes: int
+    unreadable: str | None = None
+
+
+class Store:
+    """Reads for consumers, over one Riak client (and one single-node client per node
+    for checksum retries).
+
+    Args:
+        nodes: base URLs of the cluster's nodes.
+        namespaces: bucket types and buckets.
+        r, notfound_ok: Riak read options of every GET (the seed: 1 and true).
+        timeout_s: socket timeout of one request, seconds.
+        retry: retry policy of the main client (on other nodes).
+    """
+
+    def __init__(
+        self,
+        nodes: tuple[str, ...],
+        *,
+        namespaces: Namespaces,
+        r: Quorum = 1,
+        notfound_ok: bool = True,
+        timeout_s: float = 10.0,
+        retry: Retry | None = None,
+    ) -> None:
+        self.namespaces = namespaces
+        self.r = r
+        self.notfound_ok = notfound_ok
+        self._timeout_s = timeout_s
+        # Our recipes call get() from their own pool; the client's pool stays unused.
+        self.riak = RiakClient(nodes, timeout_s=timeout_s, retry=retry, concurrency=1)
+        self.nodes: tuple[str, ...] = self.riak.nodes.nodes
+        self._single: dict[str, RiakClient] = {}
+        self._single_lock = threading.Lock()
+
+    # -- metadata ----------------------------------------------------------------------
+
+    def metadata(self, epoch: int, dc: str) -> tuple[ChunkRef, ...] | None:
+        """The entries of an epoch's metadata in dc, or ``None`` when there is none.
+
+        Raises:
+            MetadataUnreadable: the value is malformed.
+            StoreUnavailable: Riak kept failing.
+        """
+        meta = MetadataKey(epoch, dc)
+        key = meta.format()
+        with _boundary(epoch=epoch, dc=dc, key=key):
+            try:
+                obj = self.riak.get(
+                    *self.namespaces.metadata_location(meta), r=self.r, notfound_ok=self.notfound_ok
+                )
+            except NotFound:
+                return None
+            try:
+                return parse_metadata(obj.value, key=key)
+            except InvalidName as e:
+                raise MetadataUnreadable(
+                    f"metadata is malformed: {e}", epoch=epoch, dc=dc, key=key
+                ) from e
+
+    # -- chunks ------------------------------------------------------------------------
+
+    def chunk(self, key: ChunkKey) -> FetchedChunk:
+        """Read, verify and decode one chunk listed in metadata.
+
+        Raises:
+            ChunkMissing: not found on any node asked (see failure scenario 3).
+            ChunkCorrupt: no good copy on any node of the list.
+            ChunkUnreadable: a good copy that does not decode to a list of events.
+            StoreUnavailable: Riak kept failing.
+        """
+        text = key.format()
+        where: dict[str, Any] = {"epoch": key.epoch, "dc": key.dc, "key": text}
+        location = self.namespaces.chunk_location(key)
+        with _boundary(**where):
+            obj: RiakObject | None
+            try:
+                obj = self.riak.get(*location, r=self.r, notfound_ok=self.notfound_ok)
+            except NotFound as e:
+                obj = self._found_elsewhere(location, e.node)
+                if obj is None:
+                    raise ChunkMissing("chunk listed in metadata is missing", **where) from None
+            first_node = obj.node or ""
+            try:
+                return FetchedChunk(key, _events(obj.value, key), len(obj.value), first_node)
+            except ChecksumMismatch as e:
+                log.warning("consumer: key=%s from %s: %s; trying other nodes", text, first_node, e)
+                CHECKSUM_RETRIES.inc()
+                return self._good_copy_elsewhere(key, location, first_node, e)
+
+    def _found_elsewhere(
+        self, location: tuple[str, str, str], missing_on: str | None
+    ) -> RiakObject | None:
+        """A second look for a missing object on another node, with notfound_ok=false."""
+        for node in (self._other_nodes(missing_on) or list(self.nodes))[:2]:
+            try:
+                return self._client_of(node).get(*location, notfound_ok=False)
+            except NotFound:
+                return None
+            except RiakError as e:  # that node is down: ask the next one
+                log.info("consumer: %s: second look on %s failed: %s", location[2], node, e)
+        return None
+
+    def _good_copy_elsewhere(
+        self,
+        key: ChunkKey,
+        location: tuple[str, str, str],
+        bad_node: str,
+        first_error: ChecksumMismatch,
+    ) -> FetchedChunk:
+        text = key.format()
+        bad = [bad_node]
+        last: Exception = first_error
+        for node in self._other_nodes(bad_node):
+            try:
+                obj = self._client_of(node).get(*location, r=self.r, notfound_ok=False)
+                return FetchedChunk(key, _events(obj.value, key), len(obj.value), node, tuple(bad))
+            except ChecksumMismatch as e:
+                log.warning("consumer: key=%s from %s: %s", text, node, e)
+                CHECKSUM_RETRIES.inc()
+                bad.append(node)
+                last = e
+            except RiakError as e:  # down, or no copy there: try the next node
+                log.info("consumer: key=%s: retry on %s failed: %s", text, node, e)
+                last = e
+        error = ChunkCorrupt(
+            f"no good copy of the chunk: checksum failed on {', '.join(bad)}"
+            + ("" if len(bad) == len(self.nodes) else f"; last error: {last}"),
+            epoch=key.epoch,
+            dc=key.dc,
+            key=text,
+        )
+        error.nodes = tuple(bad)
+        raise error from first_error
+
+    # -- substream results --------------------------------------------------------------
+
+    def result(self, substream: str, key: ChunkKey) -> FetchedResult | None:
+        """The stored result of ``substream`` for a chunk, or ``None`` when there is none.
+
+        Raises:
+            StoreUnavailable: Riak kept failing.
+        """
+        text = key.format()
+        with _boundary(epoch=key.epoch, dc=key.dc, key=f"{substream}/{text}"):
+            try:
+                obj = self.riak.get(
+                    *self.namespaces.substream_location(substream, key),
+                    r=self.r,
+                    notfound_ok=self.notfound_ok,
+                )
+            except NotFound:
+                return None
+            try:
+                record = read_result(obj.value, key=text)
+            except (EventStoreError, ValueError) as e:
+                return FetchedResult(None, len(obj.value), f"{type(e).__name__}: {e}")
+            return FetchedResult(record, len(obj.value))
+
+    # -- plumbing -------------------------------------------------------------------------
+
+    def _other_nodes(self, node: str | None) -> list[str]:
+        """Every node of the list but ``node``, starting after it (spreads the retries)."""
+        if node not in self.nodes:
+            return list(self.nodes)
+        i = self.nodes.index(node)
+        return [n for n in self.nodes[i + 1 :] + self.nodes[:i]]
+
+    def _client_of(self, node: str) -> RiakClient:
+        with self._single_lock:
+            client = self._single.get(node)
+            if client is None:
+                # One try: the caller moves on to the next node itself.
+                client = RiakClient(
+                    [node], timeout_s=self._timeout_s, retry=Retry(max_tries=1), concurrency=1
+                )
+                self._single[node] = client
+            return client
+
+    def close(self) -> None:
+        """Close every connection."""
+        self.riak.close()
+        with self._single_lock:
+            clients, self._single = list(self._single.values()), {}
+        for client in clients:
+            client.close()
+
+
+def _events(value: bytes, key: ChunkKey) -> list[dict[str, Any]]:
+    """Verify and decode a chunk. ChecksumMismatch passes through (the caller retries)."""
+    where: dict[str, Any] = {"epoch": key.epoch, "dc": key.dc, "key": key.format()}
+    try:
+        events = unpack_blob(value, key=key.format())
+    except ChecksumMismatch:
+        raise
+    except BlobError as e:
+        raise ChunkUnreadable(f"chunk does not decode: {e.reason}", **where) from e
+    if not isinstance(events, list):
+        raise ChunkUnreadable(
+            f"chunk holds a {type(events).__name__}, not an array of events", **where
+        )
+    return events
+
+
+@contextlib.contextmanager
+def _boundary(*, epoch: int | None, dc: str | None, key: str | None) -> Iterator[None]:
+    """Translate store and blob errors into ConsumerErrors naming epoch, dc and key."""
+    try:
+        yield
+    except ConsumerError:
+        raise
+    except RiakError as e:
+        raise StoreUnavailable(f"Riak read failed: {e}", epoch=epoch, dc=dc, key=key) from e
+    except EventStoreError as e:
+        raise ChunkUnreadable(f"unreadable: {e}", epoch=epoch, dc=dc, key=key) from e

@@ -1,0 +1,237 @@
+"""Reading a substream, with per-chunk client-side fallback (seed: "Back-pressure
+management strategy").
+
+For each epoch of the range, in order, and each chunk the substream reads (its
+declared types/subtypes, and the caller's filter)::
+
+    fallback == "always": compute it here                          reason "forced"
+    record = GET substreams/<name>/<chunk key>
+        404                                   -> fallback, reason "missing"
+        unreadable (bad checksum, not a record) -> fallback, reason "unreadable"
+        status shed | timeout | error | killed  -> fallback, reason = the status
+        ok, but another version than the local plugin's
+                                              -> fallback, reason "version_mismatch"
+                                                 (unless accept_other_versions)
+        ok                                    -> served "server"
+    fallback: GET the full chunk (verified, retried on other nodes like the full stream),
+              run the SAME plugin function on it in this process, and pass the result
+              through the very encoding the companion stores (``substreams.results``),
+              so it is exactly what the companion would have stored;   served "fallback"
+    fallback == "off": no fallback; a record with served "gap" and the reason
+
+Results are resolved on the pool up to ``prefetch`` chunks ahead and yielded in order.
+Each fallback is counted in ``consumer_fallback_total{reason}``.
+
+Failure semantics: a plugin that raises (or returns something Sereal cannot encode) in
+the fallback yields a "gap" naming the error; it does not stop the read. A chunk that
+cannot be read for the fallback (missing, no good copy) raises like the full stream.
+"""
+
+from __future__ import annotations
+
+import logging
+import traceback
+from collections.abc import Callable, Iterator
+from concurrent.futures import Executor
+from typing import Literal
+
+from prometheus_client import Counter
+
+from consumer_lib.errors import ConsumerError, InvalidArgument
+from consumer_lib.fullstream import EpochMark, epoch_metadata, marks
+from consumer_lib.pipeline import prefetch
+from consumer_lib.plugins import PluginCatalog
+from consumer_lib.ranges import EpochRange
+from consumer_lib.store import Store
+from consumer_lib.types import ChunkFilter, SubstreamEpoch, SubstreamResult
+from eventstore.errors import InvalidName
+from eventstore.names import ChunkKey, ChunkRef, check_bucket_name
+from substreams.api import Context, Substream
+from substreams.results import ok_value, read_result
+
+log = logging.getLogger(__name__)
+
+__all__ = ["FALLBACK_TOTAL", "FallbackMode", "SubstreamReader", "epoch_reader", "results"]
+
+#: ``auto``: fall back when the server has no usable result; ``off``: yield gaps;
+#: ``always``: never read server results (verification, benchmarks).
+FallbackMode = Literal["auto", "off", "always"]
+
+FALLBACK_TOTAL = Counter(
+    "consumer_fallback_total",
+    "Substream results computed by the client-side fallback, by reason",
+    ["reason"],
+)
+RESULTS_TOTAL = Counter(
+    "consumer_substream_results_total",
+    "Substream results yielded, by how they were served",
+    ["served"],
+)
+
+
+class SubstreamReader:
+    """Resolves the results of one substream, chunk by chunk (see module docstring).
+
+    Args:
+        store: the reads.
+        name: the substream's name.
+        plugin: the local plugin (None: unknown here; then every chunk the filter keeps
+            is asked for, and no fallback is possible).
+        fallback: ``auto``, ``off`` or ``always``.
+        accept_other_versions: take server results computed by another plugin version.
+    """
+
+    def __init__(
+        self,
+        store: Store,
+        name: str,
+        plugin: Substream | None,
+        *,
+        fallback: FallbackMode,
+        accept_other_versions: bool = False,
+    ) -> None:
+        self.store = store
+        self.name = name
+        self.plugin = plugin
+        self.fallback = fallback
+        self.accept_other_versions = accept_other_versions
+
+    def resolve(self, key: ChunkKey) -> SubstreamResult:
+        """The result for one chunk, from the server or by fallback."""
+        if self.fallback == "always":
+            return self._fall_back(key, "forced", None, 0)
+        fetched = self.store.result(self.name, key)
+        server_error: str | None = None
+        read_bytes = 0 if fetched is None else fetched.size_bytes
+        if fetched is None:
+            reason = "missing"
+        elif fetched.record is None:
+            reason, server_error = "unreadable", fetched.unreadable
+        elif not fetched.record.ok:
+            reason, server_error = fetched.record.status, fetched.record.error
+        elif (
+            self.plugin is not None
+            and not self.accept_other_versions
+            and fetched.record.version != self.plugin.version
+        ):
+            reason = "version_mismatch"
+            server_error = f"server version {fetched.record.version}, local {self.plugin.version}"
+        else:
+            RESULTS_TOTAL.labels("server").inc()
+            record = fetched.record
+            return SubstreamResult(
+                self.name, key, "server", None, record.result, record.version, None, read_bytes
+            )
+        if self.fallback == "off" or self.plugin is None:
+            RESULTS_TOTAL.labels("gap").inc()
+            version = "" if self.plugin is None else self.plugin.version
+            return SubstreamResult(
+                self.name, key, "gap", reason, None, version, server_error, read_bytes
+            )
+        return self._fall_back(key, reason, server_error, read_bytes)
+
+    def _fall_back(
+        self, key: ChunkKey, reason: str, server_error: str | None, read_bytes: int
+    ) -> SubstreamResult:
+        plugin = self.plugin
+        assert plugin is not None
+        FALLBACK_TOTAL.labels(reason).inc()
+        log.info(
+            "consumer: substream=%s epoch=%d dc=%s key=%s: fallback (%s)",
+            self.name,
+            key.epoch,
+            key.dc,
+            key,
+            reason,
+        )
+        chunk = self.store.chunk(key)
+        size = read_bytes + chunk.size_bytes
+        kind = "exception"
+        try:
+            raw = plugin(chunk.events, Context.of(key))
+            kind = "unencodable"
+            # The companion's stored form, decoded as a server result is: same value.
+            result = read_result(ok_value(plugin.name, plugin.version, raw)).result
+        except Exception as e:  # plugin code may raise anything
+            error = "".join(traceback.format_exception_only(type(e), e)).strip()
+            RESULTS_TOTAL.labels("gap").inc()
+            error = f"fallback: {kind}: {error}"
+            return SubstreamResult(self.name, key, "gap", reason, None, plugin.version, error, size)
+        RESULTS_TOTAL.labels("fallback").inc()
+        return SubstreamResult(
+            self.name, key, "fallback", reason, result, plugin.version, server_error, size
+        )
+
+
+def load_plugin(catalog: PluginCatalog, name: str, fallback: FallbackMode) -> Substream | None:
+    """The local plugin of ``name``: required unless ``fallback`` is ``off``.
+
+    Raises:
+        InvalidArgument: ``name`` is not a valid substream name.
+        PluginNotFound: fallback needs it and no source declares it.
+    """
+    try:
+        check_bucket_name(name, "substream")
+    except InvalidName as e:
+        raise InvalidArgument(str(e)) from e
+    if fallback == "off":
+        try:
+            return catalog.get(name)
+        except ConsumerError:  # no plugin here: read what the server has
+            return None
+    return catalog.get(name)
+
+
+def results(
+    store: Store,
+    executor: Executor,
+    reader: SubstreamReader,
+    *,
+    dc: str,
+    epoch_range: EpochRange,
+    keep: ChunkFilter,
+    prefetch_chunks: int,
+    metadata_depth: int,
+) -> Iterator[SubstreamResult]:
+    """Every result of the range in order (epoch, then chunk order); see module."""
+    plugin = reader.plugin
+    metadata = epoch_metadata(store, executor, dc, epoch_range, metadata_depth)
+    items = marks(dc, metadata, keep, None if plugin is None else plugin.matches)
+
+    def resolve(item: EpochMark | ChunkKey) -> SubstreamResult:
+        assert isinstance(item, ChunkKey)
+        return reader.resolve(item)
+
+    for _item, result in prefetch(
+        items, resolve, executor, prefetch_chunks, is_marker=lambda i: isinstance(i, EpochMark)
+    ):
+        if result is not None:
+            yield result
+
+
+def epoch_reader(
+    executor: Executor,
+    reader: SubstreamReader,
+    dc: str,
+    keep: ChunkFilter,
+    *,
+    prefetch_chunks: int,
+) -> Callable[[int, tuple[ChunkRef, ...] | None], SubstreamEpoch]:
+    """For ``tail_substream``: one epoch's results from its metadata (None: skipped)."""
+    plugin = reader.plugin
+
+    def read(epoch: int, refs: tuple[ChunkRef, ...] | None) -> SubstreamEpoch:
+        if refs is None:
+            return SubstreamEpoch(epoch, dc, (), found=False, skipped=True)
+        items = marks(dc, [(epoch, refs)], keep, None if plugin is None else plugin.matches)
+
+        def resolve(item: EpochMark | ChunkKey) -> SubstreamResult:
+            assert isinstance(item, ChunkKey)
+            return reader.resolve(item)
+
+        done = prefetch(
+            items, resolve, executor, prefetch_chunks, is_marker=lambda i: isinstance(i, EpochMark)
+        )
+        return SubstreamEpoch(epoch, dc, tuple(r for _, r in done if r is not None))
+
+    return read

@@ -1,0 +1,240 @@
+"""The shapes the consumer library yields: chunks, epochs, tagged events, substream results.
+
+Pure data, no I/O.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from consumer_lib.errors import InvalidArgument
+from eventstore.names import ChunkKey, ChunkRef
+
+__all__ = [
+    "Chunk",
+    "ChunkFilter",
+    "Epoch",
+    "Event",
+    "Served",
+    "SubstreamEpoch",
+    "SubstreamResult",
+    "TaggedEvent",
+]
+
+#: One decoded event: a dict at the top level, schema-less below it.
+Event = dict[str, Any]
+
+#: How a substream result was served: read from the server (the companion computed it),
+#: computed here by the client-side fallback, or not at all (fallback off or failed).
+Served = Literal["server", "fallback", "gap"]
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """One chunk of the full stream, verified and decoded.
+
+    Attributes:
+        key: its chunk key (epoch, dc, type, subtype, chunk number).
+        events: the decoded events, in stored order.
+        size_bytes: stored size, bytes (what crossed the network).
+        node: the node that served the good copy.
+        bad_nodes: nodes whose copy failed its checksum before (usually empty).
+    """
+
+    key: ChunkKey
+    events: list[Event]
+    size_bytes: int
+    node: str
+    bad_nodes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Epoch:
+    """One epoch of one dc: its chunks in chunk order (type, subtype, chunk number).
+
+    Attributes:
+        epoch: unix seconds, UTC.
+        dc: the data centre.
+        chunks: the chunks kept by the filters, decoded.
+        found: whether the epoch had metadata (a missing epoch is empty, not an error).
+        skipped: ``tail`` only: no metadata appeared within its wait for late metadata.
+    """
+
+    epoch: int
+    dc: str
+    chunks: tuple[Chunk, ...]
+    found: bool = True
+    skipped: bool = False
+
+    @property
+    def events(self) -> list[Event]:
+        """Every event of the kept chunks, in chunk order."""
+        return [e for c in self.chunks for e in c.events]
+
+    @property
+    def size_bytes(self) -> int:
+        """Stored bytes read for this epoch."""
+        return sum(c.size_bytes for c in self.chunks)
+
+
+@dataclass(frozen=True)
+class TaggedEvent:
+    """One event of the flat view, with where it came from."""
+
+    epoch: int
+    dc: str
+    type: str
+    subtype: str
+    chunk: int
+    event: Event
+
+    def as_dict(self) -> dict[str, Any]:
+        """``{"epoch", "dc", "type", "subtype", "chunk", "event"}``."""
+        return {
+            "epoch": self.epoch,
+            "dc": self.dc,
+            "type": self.type,
+            "subtype": self.subtype,
+            "chunk": self.chunk,
+            "event": self.event,
+        }
+
+
+@dataclass(frozen=True)
+class SubstreamResult:
+    """One substream result for one chunk, and how it was served.
+
+    Attributes:
+        substream: the substream's name.
+        key: the chunk it was computed from (epoch, dc, type, subtype, chunk).
+        served: ``server``, ``fallback`` or ``gap``.
+        reason: why it was not served by the server: ``missing``, ``shed``,
+            ``timeout``, ``error``, ``killed``, ``version_mismatch``, ``unreadable``, or
+            ``forced`` (``fallback="always"``); ``None`` when served by the server.
+        result: the plugin's result (``None`` for a gap).
+        version: the plugin version that computed it (the stored one, or the local one).
+        error: for a gap: the server's error, or why the fallback failed.
+        size_bytes: bytes read for it (the result, or the full chunk on fallback).
+    """
+
+    substream: str
+    key: ChunkKey
+    served: Served
+    reason: str | None
+    result: Any
+    version: str
+    error: str | None = None
+    size_bytes: int = 0
+
+    @property
+    def epoch(self) -> int:
+        return self.key.epoch
+
+    @property
+    def dc(self) -> str:
+        return self.key.dc
+
+    @property
+    def type(self) -> str:
+        return self.key.type
+
+    @property
+    def subtype(self) -> str:
+        return self.key.subtype
+
+    @property
+    def chunk(self) -> int:
+        return self.key.chunk
+
+    def as_dict(self) -> dict[str, Any]:
+        """A JSON-friendly view (the CLI's JSON Lines record)."""
+        return {
+            "substream": self.substream,
+            "epoch": self.epoch,
+            "dc": self.dc,
+            "type": self.type,
+            "subtype": self.subtype,
+            "chunk": self.chunk,
+            "served": self.served,
+            "reason": self.reason,
+            "version": self.version,
+            "error": self.error,
+            "result": self.result,
+        }
+
+
+@dataclass(frozen=True)
+class SubstreamEpoch:
+    """One epoch of a substream, as ``tail_substream`` delivers it.
+
+    Attributes:
+        epoch, dc: which epoch.
+        results: the results of its chunks the substream reads, in chunk order.
+        found: whether the epoch had metadata.
+        skipped: no metadata appeared within tail's wait for late metadata.
+    """
+
+    epoch: int
+    dc: str
+    results: tuple[SubstreamResult, ...]
+    found: bool = True
+    skipped: bool = False
+
+
+def _patterns(value: Iterable[str] | str | None, what: str) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    patterns = (value,) if isinstance(value, str) else tuple(value)
+    for p in patterns:
+        if not isinstance(p, str):
+            raise InvalidArgument(f"{what} filter {p!r} is not a string")
+    return patterns
+
+
+@dataclass(frozen=True)
+class ChunkFilter:
+    """Which chunks to read, by type and subtype, decided from the metadata alone.
+
+    ``types`` and ``subtypes`` are exact names or glob patterns (``web``, ``web.*``);
+    empty means all. ``""`` in ``subtypes`` selects the empty subtype.
+    """
+
+    types: tuple[str, ...] = ()
+    subtypes: tuple[str, ...] = ()
+
+    @classmethod
+    def of(
+        cls, types: Iterable[str] | str | None = None, subtypes: Iterable[str] | str | None = None
+    ) -> ChunkFilter:
+        """Build one from the arguments of the reading functions.
+
+        Raises:
+            InvalidArgument: a pattern that is not a string.
+        """
+        return cls(_patterns(types, "type"), _patterns(subtypes, "subtype"))
+
+    def keeps(self, type_: str, subtype: str) -> bool:
+        """Whether chunks of ``type_`` / ``subtype`` are read."""
+        if self.types and not any(fnmatch.fnmatchcase(type_, p) for p in self.types):
+            return False
+        return not self.subtypes or any(fnmatch.fnmatchcase(subtype, p) for p in self.subtypes)
+
+    def select(self, refs: Iterable[ChunkRef]) -> list[ChunkRef]:
+        """The kept entries in chunk order: (type, subtype) then chunk NUMBER.
+
+        Metadata is byte-order sorted (``t::10`` before ``t::2``); readers want chunk
+        order, which ``ChunkRef``'s own ordering gives.
+        """
+        return sorted(r for r in refs if self.keeps(r.type, r.subtype))
+
+
+def flatten(epochs: Iterable[Epoch]) -> Iterator[TaggedEvent]:
+    """Every event of ``epochs`` tagged with epoch, dc, type, subtype and chunk."""
+    for epoch in epochs:
+        for chunk in epoch.chunks:
+            k = chunk.key
+            for event in chunk.events:
+                yield TaggedEvent(k.epoch, k.dc, k.type, k.subtype, k.chunk, event)

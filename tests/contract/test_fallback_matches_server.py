@@ -1,0 +1,100 @@
+"""For every shipped example plugin: the result the consumer library computes by
+client-side fallback is exactly the result the real companion stored.
+
+A devnode whose post-commit hook drives a real companion (gunicorn, sandboxed plugins)
+loads the examples from a plugin directory; epochs of realistic events are written
+(chunks, then metadata: the hook fires); once every result is stored, the consumer reads
+the substream twice: from the server only (``fallback="off"``) and by fallback only
+(``fallback="always"``, loading the plugin from the same directory), and both reads
+must agree chunk by chunk."""
+
+from __future__ import annotations
+
+import sys
+from collections import defaultdict
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from companion.testing import Stack, start_stack
+from consumer_lib import EventsClient
+from eventstore.chunking import chunk_events
+from eventstore.names import ChunkKey, format_metadata
+from substreams.loader import load_file, plugin_files
+
+sys.path.insert(0, str(Path(__file__).parents[2] / "bench"))
+from events import generate_events
+
+pytestmark = pytest.mark.contract
+
+EXAMPLES = Path(__file__).parents[2] / "substreams" / "examples"
+E0 = 1_700_000_300
+DC = "dc1"
+
+
+def shipped() -> dict[str, str]:
+    """Each example plugin's name -> its file's text."""
+    found = {}
+    for path in plugin_files(EXAMPLES):
+        for sub in load_file(path):
+            found[sub.name] = path.name
+    return found
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Stack, list[ChunkKey]]]:
+    plugins = {p.name: p.read_text() for p in plugin_files(EXAMPLES)}
+    stack = start_stack(tmp_path_factory.mktemp("stack"), plugins=plugins)
+    keys: list[ChunkKey] = []
+    try:
+        events = generate_events(2400, seed=7)
+        for offset in range(3):
+            epoch = E0 + offset
+            groups: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
+            for e in events[offset * 800 : (offset + 1) * 800]:
+                groups[(e["type"], e["subtype"])].append(e)
+            epoch_keys = []
+            for (type_, subtype), group in sorted(groups.items()):
+                # small chunks, so each group has several
+                for n, chunk in enumerate(chunk_events(group, chunk_max_bytes=16_000)):
+                    key = ChunkKey(epoch, DC, type_, subtype, n)
+                    stack.riak.put("events", "events", key.format(), chunk.data)
+                    epoch_keys.append(key)
+            stack.riak.put(
+                "epochs",
+                "epochs",
+                f"{epoch}-{DC}",
+                format_metadata(epoch_keys).encode(),
+                content_type="text/plain",
+            )
+            keys += epoch_keys
+        yield stack, keys
+    finally:
+        stack.stop()
+
+
+@pytest.mark.parametrize("name", sorted(shipped()))
+def test_fallback_result_is_exactly_the_stored_result(
+    stack: tuple[Stack, list[ChunkKey]], name: str
+) -> None:
+    server, keys = stack
+    with EventsClient(
+        [server.devnode.url], plugin_dirs=[server.plugin_dir], use_entry_points=False
+    ) as client:
+        sub = client.plugins.get(name)
+        matching = [k for k in keys if sub.matches(k.type, k.subtype)]
+        assert len(matching) >= 3
+        stored = server.wait_results(name, matching, timeout_s=60.0)
+        assert all(r.ok and r.version == sub.version for r in stored.values())
+        from_server = list(client.substream(name, DC, E0, E0 + 3, fallback="off"))
+        by_fallback = list(client.substream(name, DC, E0, E0 + 3, fallback="always"))
+    assert [r.key for r in from_server] == matching
+    assert [r.key for r in by_fallback] == matching
+    assert {r.served for r in from_server} == {"server"}
+    assert any(r.result for r in from_server), "results must not all be empty"
+    assert {r.served for r in by_fallback} == {"fallback"}
+    for s, f in zip(from_server, by_fallback, strict=True):
+        assert f.result == s.result == stored[s.key].result, s.key
+        assert f.version == s.version
