@@ -1,5 +1,6 @@
 """Sereal codec benchmark: our compiled core and pure reference against Perl's XS codec
-and orjson, on one realistic epoch blob.
+and orjson, on one realistic epoch blob; and the compiled transcoder from the blob
+straight to JSON lines (issue 8), against decoding then orjson-encoding each event.
 
     .venv/bin/python bench/sereal_bench.py [--events N] [--repeat R]
 
@@ -156,6 +157,25 @@ def main() -> None:
     if impl == "c":
         rows.append(
             bench_codec("eventstore.sereal (compiled)", default_codec, events, blob, repeat)
+        )
+        if len(default_codec.decode_json_lines(blob)) != n:
+            sys.exit("decode_json_lines does not reproduce the events")
+        # Issue 8: events as JSON text for Spark's parse_json, without Python objects;
+        # against decoding then orjson-encoding each event (the way with Python objects).
+        rows.append(
+            Row(
+                "transcode to JSON lines (compiled)",
+                None,
+                best_of(repeat, lambda: default_codec.decode_json_lines(blob)),
+                "decode_json_lines(blob): one JSON text per event, no Python objects",
+            )
+        )
+        rows.append(
+            Row(
+                "decode + orjson.dumps per event (compiled)",
+                None,
+                best_of(repeat, lambda: [orjson.dumps(e) for e in default_codec.decode(blob)]),
+            )
         )
     else:
         rows.append(

@@ -1,7 +1,9 @@
 """Sereal: the binary format of every document this system stores.
 
 Our own implementation of the format (protocol 1 to 5, see ``DESIGN.md`` beside this
-file): :func:`encode`, :func:`decode`, :func:`decode_header`, :func:`looks_like_sereal`.
+file): :func:`encode`, :func:`decode`, :func:`decode_header`, :func:`looks_like_sereal`, and
+:func:`decode_json_lines` / :func:`decode_json_packed` (an array body straight to JSON
+texts, for Spark).
 The body codec is the compiled core when ``eventstore.sereal._sereal`` was built, else
 the pure-Python reference (``IMPLEMENTATION`` says which); ``eventstore.sereal.pure``
 always uses the reference.
@@ -44,6 +46,8 @@ _codec = Codec(_backend)
 encode = _codec.encode
 decode = _codec.decode
 decode_header = _codec.decode_header
+decode_json_lines = _codec.decode_json_lines
+decode_json_packed = _codec.decode_json_packed
 looks_like_sereal = Codec.looks_like_sereal
 
 __all__ = [
@@ -68,6 +72,8 @@ __all__ = [
     "UnsupportedVersion",
     "decode",
     "decode_header",
+    "decode_json_lines",
+    "decode_json_packed",
     "encode",
     "looks_like_sereal",
 ]

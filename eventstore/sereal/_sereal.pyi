@@ -1,5 +1,6 @@
 """Type stub of the compiled Sereal core (C sources in csrc/; contract in DESIGN.md)."""
 
+from collections.abc import Sequence
 from typing import Any
 
 def decode_body(
@@ -8,3 +9,13 @@ def decode_body(
 def encode_body(obj: object, dedupe_strings: bool, max_depth: int) -> bytes: ...
 def array_layout(data: bytes, pos: int, end: int, base: int) -> list[int]: ...
 def extract_array(data: bytes, pos: int, end: int, base: int, first: int, stop: int) -> bytes: ...
+def join_bodies(
+    parts: Sequence[bytes | tuple[bytes | bytearray | memoryview, int, int, int]],
+    max_depth: int = 512,
+) -> bytes: ...
+def array_to_json_lines(
+    data: bytes, pos: int, end: int, base: int, binary: int, max_depth: int
+) -> list[bytes]: ...
+def array_to_json_packed(
+    data: bytes, pos: int, end: int, base: int, binary: int, max_depth: int
+) -> tuple[bytes, bytes]: ...

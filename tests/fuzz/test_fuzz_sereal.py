@@ -9,6 +9,7 @@ reference-count slip). CI runs it for a fixed number of examples.
 from __future__ import annotations
 
 import importlib
+import json
 from typing import Any
 
 import pytest
@@ -168,3 +169,38 @@ def test_splitter_on_mutated_arrays(array: list[Any], edits: list[Any], data: An
         return
     if whole is not None:
         assert repr(piece) == repr(whole[first:stop]), body.hex(" ")
+
+
+@FUZZ
+@given(
+    st.lists(trees, max_size=6),
+    st.lists(
+        st.tuples(
+            st.sampled_from(["flip", "cut", "insert", "set"]),
+            st.integers(0, 10**6),
+            st.one_of(st.integers(0, 255), st.sampled_from(TAGS)),
+        ),
+        max_size=4,
+    ),
+    st.sampled_from([0, 1, 2]),
+    st.sampled_from([512, 4]),
+)
+def test_json_transcoder_on_mutated_arrays(
+    array: list[Any], edits: list[Any], binary: int, max_depth: int
+) -> None:
+    """array_to_json_lines raises only SerealError, fails wherever decode_body fails,
+    and what it returns parses as JSON, one text per element of the decoded array."""
+    body = mutate(bytearray(compiled.encode_body(array, True, 512)), edits)
+    try:
+        lines = compiled.array_to_json_lines(body, 0, len(body), -1, binary, max_depth)
+    except SerealError:
+        lines = None
+    try:
+        value, _end = compiled.decode_body(body, 0, len(body), -1, binary, max_depth)
+    except SerealError:
+        assert lines is None, f"transcoded a body that does not decode: {body.hex(' ')}"
+        return
+    if lines is not None:
+        assert isinstance(value, list) and len(lines) == len(value)
+        for line in lines:
+            json.loads(line)

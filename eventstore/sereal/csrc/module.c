@@ -5,6 +5,7 @@
  * compiled and pure codecs raise and build the very same classes), and errors.
  * The contract is eventstore/sereal/DESIGN.md. */
 #include "sereal.h"
+#include "join.h"
 
 #include <stdarg.h>
 
@@ -97,6 +98,34 @@ extract_array(PyObject *self, PyObject *args, PyObject *kwargs)
     return result;
 }
 
+static PyObject *
+to_json(PyObject *args, PyObject *kwargs, const char *format, int packed)
+{
+    static char *kwlist[] = {"data", "pos", "end", "base", "binary", "max_depth", NULL};
+    Py_buffer view;
+    Py_ssize_t pos, end, base;
+    int binary, max_depth;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, format, kwlist, &view, &pos, &end, &base,
+                                     &binary, &max_depth))
+        return NULL;
+    PyObject *result =
+        srl_array_to_json(view.buf, view.len, pos, end, base, binary, max_depth, packed);
+    PyBuffer_Release(&view);
+    return result;
+}
+
+static PyObject *
+array_to_json_lines(PyObject *self, PyObject *args, PyObject *kwargs)
+{
+    return to_json(args, kwargs, "y*nnnii:array_to_json_lines", 0);
+}
+
+static PyObject *
+array_to_json_packed(PyObject *self, PyObject *args, PyObject *kwargs)
+{
+    return to_json(args, kwargs, "y*nnnii:array_to_json_packed", 1);
+}
+
 static PyMethodDef methods[] = {
     {"decode_body", (PyCFunction)(void (*)(void))decode_body, METH_VARARGS | METH_KEYWORDS,
      "decode_body(data, pos, end, base, binary, max_depth) -> (value, end_pos)\n\n"
@@ -111,6 +140,18 @@ static PyMethodDef methods[] = {
      METH_VARARGS | METH_KEYWORDS,
      "extract_array(data, pos, end, base, first, stop) -> bytes\n\n"
      "A standalone body holding elements [first, stop) of the body's top-level array."},
+    {"join_bodies", (PyCFunction)(void (*)(void))srl_py_join_bodies,
+     METH_VARARGS | METH_KEYWORDS,
+     "join_bodies(parts, max_depth=512) -> bytes\n\n"
+     "One body REFN ARRAY n holding the item of each (data, pos, end, base) part."},
+    {"array_to_json_lines", (PyCFunction)(void (*)(void))array_to_json_lines,
+     METH_VARARGS | METH_KEYWORDS,
+     "array_to_json_lines(data, pos, end, base, binary, max_depth) -> list[bytes]\n\n"
+     "One compact JSON text (UTF-8) per element of the body's top-level array."},
+    {"array_to_json_packed", (PyCFunction)(void (*)(void))array_to_json_packed,
+     METH_VARARGS | METH_KEYWORDS,
+     "array_to_json_packed(data, pos, end, base, binary, max_depth) -> (bytes, bytes)\n\n"
+     "The same texts back to back, and n + 1 native int64 offsets (as bytes) bounding them."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -153,6 +194,7 @@ PyInit__sereal(void)
              load(errors, "DepthExceeded", &s->DepthExceeded) |
              load(errors, "UnencodableValue", &s->UnencodableValue) |
              load(errors, "EncodeDepthExceeded", &s->EncodeDepthExceeded) |
+             load(errors, "SizeLimitExceeded", &s->SizeLimitExceeded) |
              load(types, "PerlRef", &s->PerlRef) | load(types, "PerlObject", &s->PerlObject) |
              load(types, "PerlRegexp", &s->PerlRegexp) |
              load(types, "BOOLEAN_CLASSES", &s->BooleanClasses) |

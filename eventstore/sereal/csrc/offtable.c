@@ -80,3 +80,18 @@ srl_offtable_free(SrlOffTable *t)
     t->bits = 0;
     t->used = 0;
 }
+
+void
+srl_offtable_clear(SrlOffTable *t)
+{
+    if (t->used == 0)
+        return;
+    if (t->owns_objects || t->bits > 12) { /* big: give the memory back */
+        srl_offtable_free(t);
+        return;
+    }
+    size_t n = (size_t)1 << t->bits;
+    for (size_t i = 0; i < n; i++)
+        t->slots[i].key = -1;
+    t->used = 0;
+}

@@ -25,6 +25,8 @@ void srl_offtable_init(SrlOffTable *t, int owns_objects);
  * DECREF'd. -1 with MemoryError set. */
 int srl_offtable_put(SrlOffTable *t, Py_ssize_t key, intptr_t value);
 void srl_offtable_free(SrlOffTable *t);
+/* Empty the table for reuse (small tables keep their slots). */
+void srl_offtable_clear(SrlOffTable *t);
 
 static inline size_t
 srl_offtable_slot(const SrlOffTable *t, Py_ssize_t key)

@@ -40,7 +40,7 @@ enum { SRL_BINARY_UTF8 = 0, SRL_BINARY_LATIN1 = 1, SRL_BINARY_BYTES = 2 };
 typedef struct {
     /* eventstore.sereal.errors */
     PyObject *TruncatedInput, *UnknownTag, *BadBackReference, *InvalidStructure;
-    PyObject *DepthExceeded, *UnencodableValue, *EncodeDepthExceeded;
+    PyObject *DepthExceeded, *UnencodableValue, *EncodeDepthExceeded, *SizeLimitExceeded;
     /* eventstore.sereal.types */
     PyObject *PerlRef, *PerlObject, *PerlRegexp, *BooleanClasses;
     /* interned attribute names */
@@ -65,6 +65,12 @@ PyObject *srl_array_layout(const uint8_t *data, Py_ssize_t pos, Py_ssize_t end,
                            Py_ssize_t base);
 PyObject *srl_extract_array(const uint8_t *data, Py_ssize_t pos, Py_ssize_t end,
                             Py_ssize_t base, Py_ssize_t first, Py_ssize_t stop);
+
+/* json.c: one JSON text per element of the body's top-level array (DESIGN.md, "JSON
+ * transcoding"): a list of bytes, or (bytes, int64 offsets as bytes) when packed. */
+PyObject *srl_array_to_json(const uint8_t *data, Py_ssize_t len, Py_ssize_t pos,
+                            Py_ssize_t end, Py_ssize_t base, int binary, int max_depth,
+                            int packed);
 
 /* strings.c: Python strings from body bytes */
 PyObject *srl_str_from_utf8(const uint8_t *s, Py_ssize_t n);   /* surrogateescape */

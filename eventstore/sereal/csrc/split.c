@@ -21,8 +21,8 @@
 
 #include <string.h>
 
-static int
-walk_init(Walk *w, const uint8_t *data, Py_ssize_t pos, Py_ssize_t end, Py_ssize_t base, int mode)
+int
+srl_walk_init(Walk *w, const uint8_t *data, Py_ssize_t pos, Py_ssize_t end, Py_ssize_t base, int mode)
 {
     memset(w, 0, sizeof *w);
     w->data = data;
@@ -31,6 +31,8 @@ walk_init(Walk *w, const uint8_t *data, Py_ssize_t pos, Py_ssize_t end, Py_ssize
     w->base = base;
     w->mode = mode;
     w->run_from = w->run_to = -1;
+    w->refn_child = -1;
+    w->max_depth = SRL_MAX_DEPTH_CAP;
     srl_offtable_init(&w->tracked, 0);
     srl_offtable_init(&w->class_names, 0);
     srl_offtable_init(&w->new_offset, 0);
@@ -50,8 +52,8 @@ walk_init(Walk *w, const uint8_t *data, Py_ssize_t pos, Py_ssize_t end, Py_ssize
     return 0;
 }
 
-static void
-walk_free(Walk *w)
+void
+srl_walk_free(Walk *w)
 {
     PyMem_Free(w->tag_starts);
     PyMem_Free(w->targets);
@@ -108,7 +110,7 @@ srl_array_layout(const uint8_t *data, Py_ssize_t pos, Py_ssize_t end, Py_ssize_t
     PyObject *starts = NULL;
     uint64_t n;
     Py_ssize_t p = pos;
-    if (walk_init(&w, data, pos, end, base, WALK_VALIDATE) < 0 || array_header(&w, &p, &n) < 0)
+    if (srl_walk_init(&w, data, pos, end, base, WALK_VALIDATE) < 0 || array_header(&w, &p, &n) < 0)
         goto done;
     if ((starts = PyList_New((Py_ssize_t)n + 1)) == NULL)
         goto done;
@@ -130,7 +132,7 @@ srl_array_layout(const uint8_t *data, Py_ssize_t pos, Py_ssize_t end, Py_ssize_t
 error:
     Py_CLEAR(starts);
 done:
-    walk_free(&w);
+    srl_walk_free(&w);
     return starts;
 }
 
@@ -213,7 +215,7 @@ srl_extract_array(const uint8_t *data, Py_ssize_t pos, Py_ssize_t end, Py_ssize_
     PyObject *result = NULL;
     uint64_t n;
     Py_ssize_t p = pos;
-    if (walk_init(&w, data, pos, end, base, WALK_SKIP) < 0 || array_header(&w, &p, &n) < 0)
+    if (srl_walk_init(&w, data, pos, end, base, WALK_SKIP) < 0 || array_header(&w, &p, &n) < 0)
         goto done;
     if (first < 0 || stop < first || (uint64_t)stop > n) {
         PyErr_Format(PyExc_ValueError, "need 0 <= first <= stop <= %llu, got %zd, %zd",
@@ -249,6 +251,6 @@ srl_extract_array(const uint8_t *data, Py_ssize_t pos, Py_ssize_t end, Py_ssize_
         goto done;
     result = PyBytes_FromStringAndSize((const char *)w.out.data, w.out.len);
 done:
-    walk_free(&w);
+    srl_walk_free(&w);
     return result;
 }

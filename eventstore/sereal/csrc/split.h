@@ -19,6 +19,9 @@ typedef struct {
     Py_ssize_t start, end, base;
     int mode;
     int depth;
+    int max_depth;            /* nesting levels allowed (the decoder's rule) */
+    Py_ssize_t refn_child;    /* where the item right after a REFN starts: an ARRAY or
+                               * HASH there shares the REFN's level */
     /* WALK_VALIDATE: what the decoder would know at each point */
     uint8_t *tag_starts;      /* one bit per body byte: a tag was read there */
     SrlOffTable tracked;      /* positions of F-bit tags read as values */
@@ -35,6 +38,11 @@ typedef struct {
     SrlOffTable class_literal; /* same, for literals that were read as class names */
 } Walk;
 
+/* Set up a walk of data[pos:end) (offsets base + o) in `mode`; -1 with an error set
+ * (free it with srl_walk_free either way). */
+int srl_walk_init(Walk *w, const uint8_t *data, Py_ssize_t pos, Py_ssize_t end,
+                  Py_ssize_t base, int mode);
+void srl_walk_free(Walk *w);
 /* Walk one item at *pos (after PADs) in w->mode; -1 with a SerealError set. */
 int srl_walk_item(Walk *w, Py_ssize_t *pos);
 int srl_walk_varint(Walk *w, Py_ssize_t *pos, uint64_t *out);

@@ -96,11 +96,12 @@ begin_tag(Walk *w, Py_ssize_t tagpos)
     return 0;
 }
 
-/* WALK_MARK: note that an in-range position is a back-reference target. */
+/* Note that an in-range position is a back-reference target (whenever a targets
+ * bitmap is kept: WALK_MARK, and WALK_VALIDATE for join_bodies). */
 static inline void
 note_target(Walk *w, Py_ssize_t target)
 {
-    if (w->mode == WALK_MARK && target >= w->range_start) {
+    if (w->targets != NULL && target >= w->range_start) {
         Py_ssize_t i = target - w->range_start;
         w->targets[i >> 3] |= (uint8_t)(1u << (i & 7));
     }
@@ -310,9 +311,9 @@ walk_children(Walk *w, Py_ssize_t *pos, uint64_t n, int is_hash)
 static int
 enter(Walk *w, Py_ssize_t tagpos)
 {
-    if (++w->depth > SRL_MAX_DEPTH_CAP) {
+    if (++w->depth > w->max_depth) {
         w->depth--;
-        return srl_walk_fail(srl_state.DepthExceeded, tagpos, "nesting too deep to split");
+        return srl_walk_fail(srl_state.DepthExceeded, tagpos, "nesting too deep");
     }
     return 0;
 }
@@ -337,6 +338,8 @@ walk_nested(Walk *w, Py_ssize_t tagpos, Py_ssize_t *pos, uint8_t tag)
     } else if (tag == SRL_REFN || tag == SRL_WEAKEN) {
         if ((rc = emit_raw(w, tagpos, p)) == 0) {
             *pos = p;
+            if (tag == SRL_REFN)
+                w->refn_child = p;
             rc = srl_walk_item(w, pos);
         }
     } else { /* OBJECT, OBJECT_FREEZE: class name, then the value */
@@ -353,6 +356,7 @@ walk_nested(Walk *w, Py_ssize_t tagpos, Py_ssize_t *pos, uint8_t tag)
 int
 srl_walk_item(Walk *w, Py_ssize_t *pos)
 {
+    int after_refn = *pos == w->refn_child;
     if (skip_pad(w, pos) < 0)
         return -1;
     Py_ssize_t tagpos = *pos;
@@ -377,8 +381,11 @@ srl_walk_item(Walk *w, Py_ssize_t *pos)
         rc = walk_objectv(w, tagpos, pos, t);
         w->depth--;
         return rc;
-    case SRL_ARRAY: case SRL_HASH: case SRL_REFN: case SRL_WEAKEN:
-    case SRL_OBJECT: case SRL_OBJECT_FREEZE:
+    case SRL_ARRAY: case SRL_HASH:
+        if (after_refn) /* REFN ARRAY is one level, as the decoder counts */
+            return walk_nested(w, tagpos, pos, tag);
+        /* fall through */
+    case SRL_REFN: case SRL_WEAKEN: case SRL_OBJECT: case SRL_OBJECT_FREEZE:
         if (enter(w, tagpos) < 0)
             return -1;
         rc = walk_nested(w, tagpos, pos, tag);

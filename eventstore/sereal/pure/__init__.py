@@ -9,6 +9,7 @@ from __future__ import annotations
 from eventstore.sereal.document import BodyCodec, Codec, Header
 from eventstore.sereal.pure.decoder import decode_body
 from eventstore.sereal.pure.encoder import encode_body
+from eventstore.sereal.pure.json import array_to_json_lines, array_to_json_packed
 
 IMPLEMENTATION = "pure"
 
@@ -16,6 +17,8 @@ IMPLEMENTATION = "pure"
 class _PureBodyCodec:
     decode_body = staticmethod(decode_body)
     encode_body = staticmethod(encode_body)
+    array_to_json_lines = staticmethod(array_to_json_lines)
+    array_to_json_packed = staticmethod(array_to_json_packed)
 
 
 #: the body codec, for callers (differential tests) that need it directly
@@ -24,6 +27,8 @@ _codec = Codec(backend)
 encode = _codec.encode
 decode = _codec.decode
 decode_header = _codec.decode_header
+decode_json_lines = _codec.decode_json_lines
+decode_json_packed = _codec.decode_json_packed
 looks_like_sereal = Codec.looks_like_sereal
 
 __all__ = [
@@ -33,6 +38,8 @@ __all__ = [
     "decode",
     "decode_body",
     "decode_header",
+    "decode_json_lines",
+    "decode_json_packed",
     "encode",
     "encode_body",
     "looks_like_sereal",
