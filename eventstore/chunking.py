@@ -28,6 +28,7 @@ boundaries and rewrites the back-references (COPY) that would cross a cut.
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -36,13 +37,16 @@ from eventstore import sereal
 from eventstore.blob import add_postfix, pack_blob, postfix_length, verify_postfix
 from eventstore.errors import EventTooLarge, NotAnArrayBlob, SplitterUnavailable
 from eventstore.sereal import compression, tags
+from eventstore.sereal import document as sereal_document
 from eventstore.sereal.errors import SerealError
 
 __all__ = [
     "CHUNK_MAX_BYTES",
     "FILL",
     "Chunk",
+    "chunk_documents",
     "chunk_events",
+    "join_available",
     "split_blob",
     "splitter_available",
 ]
@@ -360,3 +364,158 @@ def split_blob(
 
     whole = make(0, count)
     return _plan(weights, whole, make, chunk_max_bytes)
+
+
+# -- joining single-event documents -----------------------------------------------------
+
+
+_TYPE_BYTE = operator.itemgetter(4)
+
+
+def join_available() -> bool:
+    """True when the compiled ``join_bodies`` is built."""
+    try:
+        from eventstore.sereal._sereal import join_bodies  # noqa: F401, PLC0415
+    except ImportError:
+        return False
+    return True
+
+
+def chunk_documents(
+    docs: Sequence[bytes],
+    *,
+    chunk_max_bytes: int = CHUNK_MAX_BYTES,
+    compress: str | None = "zstd",
+    level: int | None = None,
+    ratio: float | None = None,
+    on_bad: Callable[[int, SerealError], None] | None = None,
+    max_decompressed_size: int = MAX_DECOMPRESSED_BYTES,
+) -> list[Chunk]:
+    """Cut single-value Sereal documents into chunks without decoding them.
+
+    Each chunk's array holds the documents' values in order: ``decode`` of the chunks,
+    concatenated, is ``[decode(d) for d in docs]`` (minus the documents given to
+    ``on_bad``). The bodies are joined by the compiled ``join_bodies`` (validated as
+    the decoder would, back-references rewritten) and wrapped with the document
+    layer's compression; without the compiled core the documents are decoded and
+    handed to :func:`chunk_events`.
+
+    Sizes: a chunk's stored size is estimated as ``ratio`` x its bodies' bytes; runs
+    are cut to ``FILL`` of the limit by that estimate, and a run that comes out over
+    the limit is split in two until it fits. With ``ratio`` None a first chunk-sized
+    run is made and measured (the caller should learn a ratio from the result and pass
+    it next time: ``sum(len(c.data)) / sum(len(d))`` is close enough).
+
+    Args:
+        docs: Sereal documents (any protocol and compression), one value each.
+        chunk_max_bytes, compress, level: as for :func:`chunk_events`.
+        ratio: expected stored bytes per body byte, or None to measure.
+        on_bad: called with (index in ``docs``, error) for a document that does not
+            decode; it is left out. None: the error is raised (with an ``index``
+            attribute).
+        max_decompressed_size: cap on one document's decompressed body.
+
+    Returns:
+        The chunks; ``start``/``stop`` index the documents that were kept (``docs``
+        without the ones given to ``on_bad``), in order.
+
+    Raises:
+        EventTooLarge: one document alone takes more than ``chunk_max_bytes`` stored
+            (its ``index`` is its position in ``docs``).
+        SerealError: a bad document and no ``on_bad``.
+        ValueError: bad options.
+    """
+    _check_limit(chunk_max_bytes)
+    if not join_available():
+        return _chunk_documents_decoded(docs, chunk_max_bytes, compress, level, on_bad)
+    from eventstore.sereal._sereal import join_bodies  # noqa: PLC0415
+
+    def bad(i: int, e: SerealError) -> None:
+        if on_bad is None:
+            e.index = i  # type: ignore[attr-defined]
+            raise e
+        on_bad(i, e)
+
+    # An uncompressed document goes to join_bodies as it is (it finds the body itself);
+    # a compressed one is opened here. Weights: the bodies' sizes.
+    parts: list[bytes | tuple[bytes, int, int, int]] = list(docs)
+    weights = list(map(len, parts))
+    dropped: set[int] = set()
+    try:  # the version/type byte of each document, in C; any compressed?
+        kinds = list(map(_TYPE_BYTE, docs))
+        compressed = (
+            [i for i, k in enumerate(kinds) if k >= 0x10] if max(kinds, default=0) >= 0x10 else []
+        )
+    except IndexError:  # a document shorter than 5 bytes (join_bodies rejects it)
+        compressed = [i for i, d in enumerate(docs) if d[4:5] >= b"\x10"]
+    for i in compressed:
+        try:
+            buf, pos, base = sereal_document.open_document(
+                docs[i], max_decompressed_size=max_decompressed_size
+            )
+        except SerealError as e:
+            dropped.add(i)
+            bad(i, e)
+            continue
+        parts[i] = (buf, pos, len(buf), base)
+        weights[i] = len(buf) - pos
+
+    def make(a: int, b: int) -> bytes:
+        while True:
+            keep = [k for k in range(a, b) if k not in dropped] if dropped else range(a, b)
+            try:
+                body = join_bodies([parts[k] for k in keep] if dropped else parts[a:b])
+            except SerealError as e:
+                k = keep[getattr(e, "index", 0)]
+                dropped.add(k)
+                bad(k, e)
+                continue
+            doc = sereal_document.wrap_body(body, compress=compress, level=level)
+            return add_postfix(doc)
+
+    n = len(parts)
+    if n == 0:
+        return []
+    if ratio is None:
+        # Measure on a first run the size of a chunk of raw bodies (rarely wasted: a
+        # small input is then already done).
+        first = _groups(weights, chunk_max_bytes)[0]
+        sample = make(*first)
+        if first == (0, n) and len(sample) <= chunk_max_bytes:
+            made = [Chunk(sample, 0, n)]
+            return _renumber(made, dropped, n)
+        kept_weight = sum(weights[k] for k in range(*first) if k not in dropped)
+        ratio = len(sample) / max(kept_weight, 1)
+    budget = chunk_max_bytes * FILL / max(ratio, 1e-3)
+    made = _build(_groups(weights, budget), make, chunk_max_bytes)
+    return _renumber(made, dropped, n)
+
+
+def _renumber(chunks: list[Chunk], dropped: set[int], n: int) -> list[Chunk]:
+    """Chunk ranges over the parts -> ranges over the kept parts."""
+    if not dropped:
+        return chunks
+    before = [0] * (n + 1)
+    for k in range(n):
+        before[k + 1] = before[k] + (k not in dropped)
+    out = [Chunk(c.data, before[c.start], before[c.stop]) for c in chunks]
+    return [c for c in out if c.stop > c.start]
+
+
+def _chunk_documents_decoded(
+    docs: Sequence[bytes],
+    chunk_max_bytes: int,
+    compress: str | None,
+    level: int | None,
+    on_bad: Callable[[int, SerealError], None] | None,
+) -> list[Chunk]:
+    events: list[Any] = []
+    for i, doc in enumerate(docs):
+        try:
+            events.append(sereal.decode(doc))
+        except SerealError as e:
+            if on_bad is None:
+                e.index = i  # type: ignore[attr-defined]
+                raise
+            on_bad(i, e)
+    return chunk_events(events, chunk_max_bytes=chunk_max_bytes, compress=compress, level=level)

@@ -81,18 +81,32 @@ class Aggregator:
         """Put journaled frames into their groups."""
         now = self._clock()
         with self._lock:
+            # Frames come in runs of one (epoch, dc) and (type, subtype): look the group
+            # and its list up once per run, not per event.
+            key: tuple[int, str] | None = None
+            kind: tuple[str, str] | None = None
+            group: Group | None = None
+            docs: list[bytes] = []
+            late = False
             for pos, f in zip(positions, frames, strict=True):
-                group = self._open.get((f.epoch, f.dc))
-                if group is None:
+                if key != (f.epoch, f.dc) or group is None:
+                    key = (f.epoch, f.dc)
+                    group = self._open.get(key)
                     natural = f.epoch + 1 + self._grace_s
-                    late = natural <= now
-                    close_at = now if (late or recovered) else min(natural, now + self._max_hold_s)
-                    group = Group(f.epoch, f.dc, close_at)
-                    self._open[(f.epoch, f.dc)] = group
-                if group.close_at <= now and not recovered and f.epoch + 1 + self._grace_s <= now:
+                    if group is None:
+                        ends = natural <= now or recovered
+                        close_at = now if ends else min(natural, now + self._max_hold_s)
+                        group = Group(f.epoch, f.dc, close_at)
+                        self._open[key] = group
+                    late = group.close_at <= now and not recovered and natural <= now
+                    kind = None
+                if late:
                     group.late += 1
                     self._metrics.late.inc()
-                group.docs.setdefault((f.type, f.subtype), []).append(f.document)
+                if kind != (f.type, f.subtype):
+                    kind = (f.type, f.subtype)
+                    docs = group.docs.setdefault(kind, [])
+                docs.append(f.document)
                 group.positions.append(pos)
 
     def due(self, now: float | None = None) -> list[Group]:

@@ -150,10 +150,16 @@ class Relocator:
             and not self._stop.is_set()
         ):
             time.sleep(0.01)
+        if not positions:
+            return
         with self._lock:
-            for p in positions:
-                seg = segment_of(p)
-                self._outstanding[seg] = self._outstanding.get(seg, 0) + 1
+            first, last = segment_of(positions[0]), segment_of(positions[-1])
+            if first == last:  # one append writes one segment: no per-event work
+                self._outstanding[first] = self._outstanding.get(first, 0) + len(positions)
+            else:
+                for p in positions:
+                    seg = segment_of(p)
+                    self._outstanding[seg] = self._outstanding.get(seg, 0) + 1
         self.aggregator.add(positions, frames)
 
     def _pushed(self, cluster: str, batch_id: str) -> None:

@@ -1,9 +1,11 @@
 """Sealing: a closed group (or a spool blob) becomes a :class:`~relocator.batch.Batch`.
 
-Each (type, subtype) of the group is decoded and cut by :func:`eventstore.chunking.
-chunk_events` into blobs of at most ``chunk_max_bytes`` (dedupe, zstd, checksum
-postfix); a spool blob is cut by :func:`eventstore.chunking.split_blob` without decoding
-when the compiled splitter is built, else decoded and re-chunked. Chunk numbers come
+The documents of each (type, subtype) of a group are joined, without decoding them, by
+:func:`eventstore.chunking.chunk_documents` into blobs of at most ``chunk_max_bytes``
+(zstd, checksum postfix; the compiled ``join_bodies`` validates each document as the
+decoder would and rewrites its back-references); a spool blob is cut by
+:func:`eventstore.chunking.split_blob` without decoding when the compiled splitter is
+built, else decoded and re-chunked. Chunk numbers come
 from a freshly reserved batch sequence number (``batch.chunk_number``).
 
 Events that cannot be decoded or are too big for a chunk on their own are dropped and
@@ -13,19 +15,17 @@ epoch, dc and type in the log. Pure CPU work apart from reserving the sequence n
 
 from __future__ import annotations
 
-import contextlib
-import gc
 import logging
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 from eventstore import sereal
 from eventstore.blob import add_postfix, has_postfix, postfix_length, verify_postfix
 from eventstore.chunking import (
-    FILL,
     MAX_DECOMPRESSED_BYTES,
     Chunk,
+    chunk_documents,
     chunk_events,
     split_blob,
     splitter_available,
@@ -33,12 +33,11 @@ from eventstore.chunking import (
 from eventstore.errors import EventStoreError, EventTooLarge
 from eventstore.names import ChunkKey
 from eventstore.sereal import compression, tags
-from eventstore.sereal.document import DEFAULT_MAX_DEPTH
 from eventstore.sereal.errors import SerealError
 from relocator.aggregator import Group
 from relocator.batch import Batch, batch_id, chunk_number
 from relocator.errors import BadSpoolFile
-from relocator.journal import segment_of
+from relocator.journal import SEGMENT_SHIFT
 from relocator.metrics import Metrics
 
 log = logging.getLogger(__name__)
@@ -64,22 +63,13 @@ class Sealer:
         self._ratio: dict[tuple[str, str], float] = {}
 
     def seal(self, group: Group) -> Batch:
-        """Encode and chunk one group."""
-        with _gc_paused():
-            return self._seal(group)
-
-    def _seal(self, group: Group) -> Batch:
+        """Chunk one group (its documents are joined, never decoded)."""
         seq = self._reserve_seq()
         keys: list[ChunkKey] = []
         values: list[bytes] = []
         counts: list[int] = []
         for (type_, subtype), docs in sorted(group.docs.items()):
-            events, sizes = self._decode(docs, group.epoch, group.dc, type_)
-            chunks: list[Chunk] = []
-            for a, b in self._plan(sizes, (type_, subtype)):
-                part = self._chunks(events[a:b], group.epoch, group.dc, type_)
-                self._learn((type_, subtype), sum(sizes[a:b]), part)
-                chunks += part
+            chunks = self._chunks(docs, group.epoch, group.dc, (type_, subtype))
             for i, ch in enumerate(chunks):
                 keys.append(
                     ChunkKey(
@@ -98,31 +88,59 @@ class Sealer:
             positions=tuple(group.positions),
             late=group.late,
             sealed_at=time.time(),
-            segments=frozenset(segment_of(p) for p in group.positions),
+            segments=frozenset({p >> SEGMENT_SHIFT for p in group.positions}),
         )
 
-    def _plan(self, sizes: list[int], kind: tuple[str, str]) -> list[tuple[int, int]]:
-        """Cut events into runs expected to fill one chunk each.
+    def _chunks(self, docs: list[bytes], epoch: int, dc: str, kind: tuple[str, str]) -> list[Chunk]:
+        """Join the documents of one (type, subtype) into chunks.
 
-        The weight of an event is its document's size as the producer encoded it; the
-        stored/encoded ratio is learnt per (type, subtype) from the chunks made so far.
-        ``chunk_events`` still guarantees the limit: a run that comes out too big is
-        split again there. (Handing it the whole group instead costs ~4x: it encodes
-        everything once, then every event alone to weigh it.)
+        The stored/document ratio is learnt per (type, subtype) from the chunks made so
+        far and given to ``chunk_documents`` as its size estimate (a run that comes out
+        too big is split again there). Undecodable documents are dropped and counted; an
+        event too big for a chunk of its own is dropped and the rest chunked again.
         """
-        budget = FILL * self._limit / self._ratio.get(kind, _FIRST_RATIO)
-        runs = []
-        start, total = 0, 0
-        for i, size in enumerate(sizes):
-            if total and total + size > budget:
-                runs.append((start, i))
-                start, total = i, 0
-            total += size
-        if start < len(sizes):
-            runs.append((start, len(sizes)))
-        return runs
+        type_ = kind[0]
+
+        bad: list[int] = []
+
+        def undecodable(index: int, e: SerealError) -> None:
+            bad.append(index)
+            self._metrics.dropped.labels("undecodable").inc()
+            log.warning(
+                "sealer: dropped undecodable event epoch=%d dc=%s type=%s: %s", epoch, dc, type_, e
+            )
+
+        docs = list(docs)
+        while True:
+            try:
+                chunks = chunk_documents(
+                    docs,
+                    chunk_max_bytes=self._limit,
+                    compress=self._compress,
+                    ratio=self._ratio.get(kind),
+                    on_bad=undecodable,
+                )
+            except EventTooLarge as e:
+                self._metrics.dropped.labels("oversized").inc()
+                log.warning(
+                    "sealer: dropped event of %d bytes epoch=%d dc=%s type=%s",
+                    e.size_bytes,
+                    epoch,
+                    dc,
+                    type_,
+                )
+                gone = {*bad, e.index}  # chunk the rest again, without re-counting
+                docs = [d for i, d in enumerate(docs) if i not in gone]
+                bad.clear()
+                continue
+            self._learn(kind, sum(map(len, docs)), chunks)
+            return chunks
 
     def _learn(self, kind: tuple[str, str], encoded: int, chunks: list[Chunk]) -> None:
+        # A small group compresses worse than a full chunk does: it would talk the
+        # ratio up and make the next big group's chunks smaller than they could be.
+        if kind in self._ratio and encoded < self._limit:
+            return
         if encoded > 0 and chunks:
             seen = sum(len(c.data) for c in chunks) / encoded
             old = self._ratio.get(kind, seen)
@@ -130,28 +148,7 @@ class Sealer:
             if len(self._ratio) > 10_000:  # bounded: forget rare kinds
                 self._ratio.clear()
 
-    def _decode(
-        self, docs: list[bytes], epoch: int, dc: str, type_: str
-    ) -> tuple[list[Any], list[int]]:
-        events = []
-        sizes = []
-        decode = _decode_event
-        for doc in docs:
-            try:
-                events.append(decode(doc))
-                sizes.append(len(doc))
-            except SerealError as e:
-                self._metrics.dropped.labels("undecodable").inc()
-                log.warning(
-                    "sealer: dropped undecodable event epoch=%d dc=%s type=%s: %s",
-                    epoch,
-                    dc,
-                    type_,
-                    e,
-                )
-        return events, sizes
-
-    def _chunks(self, events: list[Any], epoch: int, dc: str, type_: str) -> list[Chunk]:
+    def _events_chunks(self, events: list[Any], epoch: int, dc: str, type_: str) -> list[Chunk]:
         while True:
             try:
                 return chunk_events(events, chunk_max_bytes=self._limit, compress=self._compress)
@@ -224,7 +221,7 @@ class Sealer:
                 events = sereal.decode(data[: _document_end(data)])
                 if not isinstance(events, list):
                     raise BadSpoolFile(f"spool file {name}: body is not an array")
-                chunks = self._chunks(events, epoch, dc, type_)
+                chunks = self._events_chunks(events, epoch, dc, type_)
         except (EventStoreError, SerealError) as e:
             raise BadSpoolFile(f"spool file {name}: {e}") from e
         keys = tuple(
@@ -243,75 +240,9 @@ class Sealer:
         )
 
 
-#: Stored/encoded ratio assumed for a (type, subtype) never seen (conservative: real
-#: events with dedupe + zstd come out near 0.1), and the smallest ever assumed.
-_FIRST_RATIO = 0.5
+#: The smallest stored/document ratio ever assumed (real events with dedupe + zstd come
+#: out near 0.1; a ratio far too low would make every run split again).
 _MIN_RATIO = 0.02
-
-
-@contextlib.contextmanager
-def _gc_paused() -> Iterator[None]:
-    """Pause the cyclic garbage collector while a group is decoded and encoded.
-
-    Decoding builds tens of thousands of small dicts and lists that stay alive until the
-    group is encoded; each allocation burst triggers collections that traverse them all
-    again. Measured on 600-byte events: 12.1 us per event decode with the collector on,
-    4.2 us with it paused. Event values are trees (no cycles), so nothing is leaked; the
-    collector resumes afterwards.
-    """
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
-
-
-_MAGIC_V3 = b"=\xf3rl"
-_RAW_BODY_AT = 6  # magic (4), version/type byte (1), empty header suffix (1)
-
-
-def _decode_event(doc: bytes) -> Any:
-    """Decode one event document, fast for the common shape.
-
-    Producers' events are small uncompressed protocol 3-5 documents without a user
-    header. For those the body codec is called directly: the document wrapper's Python
-    header parsing costs about three times the decode itself on ~600-byte events
-    (measured: 17.5 us vs 4.3 us per event; relocator/DESIGN.md). Any other document,
-    or a body that does not end exactly at the end of the document, takes the full
-    :func:`eventstore.sereal.decode` path (and its precise errors).
-    """
-    if (
-        _BODY_DECODER is not None
-        and len(doc) > _RAW_BODY_AT
-        and doc[:4] == _MAGIC_V3
-        and 3 <= doc[4] <= 5
-        and doc[5] == 0
-    ):
-        value, end = _BODY_DECODER(
-            doc, _RAW_BODY_AT, len(doc), _RAW_BODY_AT - 1, tags.BINARY_UTF8, DEFAULT_MAX_DEPTH
-        )
-        if end == len(doc):
-            return value
-    return sereal.decode(doc)
-
-
-def _body_decoder() -> Callable[..., tuple[Any, int]] | None:
-    # The compiled body codec behind eventstore.sereal (its documented body-codec
-    # contract, eventstore/sereal/document.py BodyCodec.decode_body); None with the pure
-    # fallback, where the wrapper's overhead does not matter.
-    if sereal.IMPLEMENTATION != "c":
-        return None
-    try:
-        from eventstore.sereal import _sereal  # noqa: PLC0415
-    except ImportError:
-        return None
-    decoder: Callable[..., tuple[Any, int]] | None = getattr(_sereal, "decode_body", None)
-    return decoder
-
-
-_BODY_DECODER = _body_decoder()
 
 
 _STORABLE = {"none": tags.TYPE_RAW, "snappy_incr": tags.TYPE_SNAPPY_INCR,

@@ -19,8 +19,17 @@ import pytest
 
 from eventstore import chunking
 from eventstore.blob import has_postfix, unpack_blob, verify_postfix
-from eventstore.chunking import Chunk, _build, _groups, _plan, chunk_events, split_blob
+from eventstore.chunking import (
+    Chunk,
+    _build,
+    _groups,
+    _plan,
+    chunk_documents,
+    chunk_events,
+    split_blob,
+)
 from eventstore.errors import EventTooLarge, NotAnArrayBlob
+from eventstore.sereal.errors import SerealError
 
 
 def _codec() -> Any:
@@ -257,3 +266,90 @@ def test_split_blob_rejects_non_arrays() -> None:
         split_blob(codec.encode({"not": "an array"}))
     with pytest.raises(NotAnArrayBlob):
         split_blob(b"not sereal at all")
+
+
+# -- joining single-event documents --------------------------------------------------------
+
+
+def _documents(events: list[Any]) -> list[bytes]:
+    codec = _codec()
+    forms: list[dict[str, Any]] = [
+        {"compress": None},
+        {"compress": None, "protocol": 3},
+        {"compress": "zstd", "compress_threshold": 0},
+        {"compress": "snappy", "compress_threshold": 0, "user_header": {"h": 1}},
+    ]
+    return [codec.encode(e, **forms[i % 7 // 2]) for i, e in enumerate(events)]
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize("ratio", [None, 0.01, 0.1, 1.0, 5.0])
+@pytest.mark.parametrize("limit", [3_000, 20_000, 500_000])
+def test_chunk_documents_round_trips_under_the_limit(ratio: float | None, limit: int) -> None:
+    assert chunking.join_available(), "the compiled join_bodies is missing: run make test"
+    events = _events(3_000)
+    shared = {"dc": "ams4"}
+    for i, ev in enumerate(events):
+        if i % 3 == 0:  # COPY and REFP inside the documents
+            ev["a"], ev["b"], ev["c"] = shared, shared, ev["url"]
+    docs = _documents(events)
+    chunks = chunk_documents(docs, chunk_max_bytes=limit, ratio=ratio)
+    assert all(len(c.data) <= limit and has_postfix(c.data) for c in chunks)
+    assert [(c.start, c.stop) for c in chunks] == list(
+        itertools.pairwise([0, *(c.stop for c in chunks)])
+    )
+    assert chunks[-1].stop == len(events)
+    assert _decoded(chunks) == events
+    if limit == 500_000 and ratio is None:
+        assert len(chunks) == 1
+    # a wrong ratio costs re-splits, never an oversized chunk; a right one fills chunks
+    if ratio == 0.1 and limit == 20_000:
+        assert len(chunks) < 3 * sum(len(c.data) for c in chunks) / limit + 2
+
+
+@pytest.mark.unit
+def test_chunk_documents_drops_bad_documents_with_their_index() -> None:
+    events = _events(200)
+    docs = _documents(events)
+    good = docs[1]
+    docs[1] = b"not sereal"
+    docs[50] = good[:-3]  # truncated body
+    docs[199] = good + b"\x01"  # trailing bytes
+    seen: list[int] = []
+    chunks = chunk_documents(docs, chunk_max_bytes=5_000, on_bad=lambda i, e: seen.append(i))
+    assert sorted(seen) == [1, 50, 199]
+    kept = [e for i, e in enumerate(events) if i not in (1, 50, 199)]
+    assert _decoded(chunks) == kept
+    assert chunks[-1].stop == len(kept)
+    with pytest.raises(SerealError) as info:
+        chunk_documents(docs[2:], chunk_max_bytes=5_000)
+    assert getattr(info.value, "index", None) == 48
+    assert chunk_documents([b"x", b"y"], on_bad=lambda i, e: None) == []
+    assert chunk_documents([]) == []
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize("ratio", [None, 0.5])
+def test_chunk_documents_event_too_large_names_its_index(ratio: float | None) -> None:
+    codec = _codec()
+    docs = [codec.encode(e, compress=None) for e in _events(5)]
+    docs.insert(3, codec.encode({"big": os.urandom(40_000)}, compress=None))
+    docs.insert(1, b"bad")
+    with pytest.raises(EventTooLarge) as e:
+        chunk_documents(docs, chunk_max_bytes=10_000, ratio=ratio, on_bad=lambda i, e: None)
+    assert e.value.index == 4
+
+
+@pytest.mark.unit
+def test_chunk_documents_without_the_compiled_join(monkeypatch: pytest.MonkeyPatch) -> None:
+    events = _events(500)
+    docs = _documents(events)
+    docs[7] = b"bad"
+    monkeypatch.setattr(chunking, "join_available", lambda: False)
+    seen: list[int] = []
+    chunks = chunk_documents(docs, chunk_max_bytes=5_000, on_bad=lambda i, e: seen.append(i))
+    assert seen == [7]
+    assert _decoded(chunks) == events[:7] + events[8:]
+    with pytest.raises(SerealError) as info:
+        chunk_documents(docs)
+    assert getattr(info.value, "index", None) == 7
