@@ -13,25 +13,23 @@ import contextlib
 import http.client
 import json
 import os
-import signal
-import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import TracebackType
 from typing import Any
 
 from eventstore.blob import pack_blob
 from eventstore.devnode.testing import DevnodeProcess, free_port
 from eventstore.names import ChunkKey, format_metadata
+from eventstore.process_harness import ServerProcess, environment_without
 from eventstore.riak import NotFound, Retry, RiakClient
 from substreams.results import ResultRecord, read_result
 
 __all__ = ["CompanionProcess", "Stack", "process_alive", "start_stack"]
 
 
-class CompanionProcess:
+class CompanionProcess(ServerProcess):
     """One companion on a free loopback port."""
 
     def __init__(
@@ -46,11 +44,10 @@ class CompanionProcess:
         self.config = config
         self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        self.log_path = config.parent / f"companion-{self.port}.log"
+        super().__init__("companion", config.parent / f"companion-{self.port}.log")
         self._start_timeout_s = start_timeout_s
         self._extra_args = extra_args
         self._python = python
-        self._process: subprocess.Popen[bytes] | None = None
 
     def start(self) -> CompanionProcess:
         """Start and wait for ``/healthz``.
@@ -60,24 +57,13 @@ class CompanionProcess:
         """
         argv = [self._python, "-m", "companion", "--config", str(self.config)]
         argv += ["--listen", f"127.0.0.1:{self.port}", *self._extra_args]
-        env = {k: v for k, v in os.environ.items() if not k.startswith("RIAK_EVENTS_")}
-        env.pop("PROMETHEUS_MULTIPROC_DIR", None)
-        with self.log_path.open("ab") as log:
-            self._process = subprocess.Popen(
-                argv, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True
-            )
-        deadline = time.monotonic() + self._start_timeout_s
-        while time.monotonic() < deadline:
-            if self._process.poll() is not None:
-                raise RuntimeError(
-                    f"companion exited with {self._process.returncode}:\n{self.log_text()}"
-                )
-            status, _ = self.request("GET", "/healthz")
-            if status == 200:
-                return self
-            time.sleep(0.1)
-        self.stop()
-        raise RuntimeError(f"companion not healthy in {self._start_timeout_s}s:\n{self.log_text()}")
+        self._launch(
+            argv,
+            healthy=lambda: self.request("GET", "/healthz")[0] == 200,
+            timeout_s=self._start_timeout_s,
+            env=environment_without(("RIAK_EVENTS_", "PROMETHEUS_MULTIPROC_DIR")),
+        )
+        return self
 
     def request(
         self, method: str, path: str, body: Any = None, *, timeout_s: float = 5.0
@@ -104,40 +90,7 @@ class CompanionProcess:
 
     def stop(self, timeout_s: float = 15.0) -> int | None:
         """SIGTERM to the master, wait, then SIGKILL the whole session's group."""
-        process = self._process
-        if process is None:
-            return None
-        if process.poll() is None:
-            process.send_signal(signal.SIGTERM)
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                process.wait(timeout_s)
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(process.pid, signal.SIGKILL)
-        process.wait()
-        self._process = None
-        return process.returncode
-
-    @property
-    def pid(self) -> int | None:
-        """The master's pid while running."""
-        return self._process.pid if self._process else None
-
-    def log_text(self) -> str:
-        """Everything the companion logged so far."""
-        with contextlib.suppress(OSError):
-            return self.log_path.read_text(errors="replace")
-        return ""
-
-    def __enter__(self) -> CompanionProcess:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
+        return super().stop(timeout_s)
 
 
 def process_alive(pid: int) -> bool:

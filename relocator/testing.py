@@ -9,11 +9,8 @@ for failing tests (kazoo's harness does the same). :class:`RelocatorProcess` run
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
 import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -27,6 +24,7 @@ from eventstore import sereal
 from eventstore.blob import unpack_blob
 from eventstore.devnode.testing import free_port
 from eventstore.names import parse_metadata
+from eventstore.process_harness import ServerProcess, environment_without
 from eventstore.riak import NotFound, RiakClient
 from relocator.wire import ACK, LENGTH, encode_frame
 
@@ -51,17 +49,16 @@ def four_letter(port: int, word: str, timeout_s: float = 1.0) -> str:
     return b"".join(chunks).decode(errors="replace")
 
 
-class ZooKeeperProcess:
+class ZooKeeperProcess(ServerProcess):
     """A standalone ZooKeeper server in ``directory`` on a free loopback port."""
 
     def __init__(self, directory: Path, *, tick_ms: int = 200, start_timeout_s: float = 30.0):
         self.directory = directory
         self.port = free_port()
         self.hosts = f"127.0.0.1:{self.port}"
-        self.log_path = directory / "zookeeper.log"
+        super().__init__("zookeeper", directory / "zookeeper.log")
         self._tick_ms = tick_ms
         self._start_timeout_s = start_timeout_s
-        self._process: subprocess.Popen[bytes] | None = None
 
     def start(self) -> ZooKeeperProcess:
         """Write the config, start the JVM, wait for ``imok``.
@@ -89,43 +86,23 @@ class ZooKeeperProcess:
             "org.apache.zookeeper.server.quorum.QuorumPeerMain",
             str(cfg),
         ]
-        with self.log_path.open("ab") as log:
-            self._process = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + self._start_timeout_s
-        while time.monotonic() < deadline:
-            if self._process.poll() is not None:
-                raise RuntimeError(
-                    f"zookeeper exited {self._process.returncode}:\n{self.log_text()}"
-                )
-            with contextlib.suppress(OSError):
-                if four_letter(self.port, "ruok") == "imok":
-                    return self
-            time.sleep(0.1)
-        self.stop()
-        raise RuntimeError(f"zookeeper did not answer ruok in time:\n{self.log_text()}")
+        self._launch(
+            argv,
+            healthy=self._answers_imok,
+            timeout_s=self._start_timeout_s,
+            poll_interval_s=0.1,
+            what="answering ruok",
+        )
+        return self
 
-    def stop(self) -> None:
-        """SIGTERM, then SIGKILL."""
-        p = self._process
-        if p is None:
-            return
-        if p.poll() is None:
-            p.terminate()
-            try:
-                p.wait(10)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait()
-        self._process = None
-
-    def log_text(self) -> str:
-        """The server's log so far."""
-        with contextlib.suppress(OSError):
-            return self.log_path.read_text(errors="replace")
-        return ""
+    def _answers_imok(self) -> bool:
+        try:
+            return four_letter(self.port, "ruok") == "imok"
+        except OSError:
+            return False
 
 
-class RelocatorProcess:
+class RelocatorProcess(ServerProcess):
     """``python -m relocator --config CONFIG`` as a subprocess, for crash tests."""
 
     def __init__(
@@ -133,9 +110,8 @@ class RelocatorProcess:
     ) -> None:
         self.config = config
         self.metrics_port = metrics_port
-        self.log_path = log_path
+        super().__init__("relocator", log_path)
         self._env = env
-        self._process: subprocess.Popen[bytes] | None = None
 
     def start(self, wait_s: float = 20.0) -> RelocatorProcess:
         """Start and wait until ``/status`` answers.
@@ -143,26 +119,23 @@ class RelocatorProcess:
         Raises:
             RuntimeError: it exited or did not answer in time (with its log).
         """
-        env = {k: v for k, v in os.environ.items() if not k.startswith("RIAK_EVENTS_")}
+        env = environment_without()
         env.update(self._env or {})
-        with self.log_path.open("ab") as log:
-            self._process = subprocess.Popen(
-                [sys.executable, "-m", "relocator", "--config", str(self.config)],
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                env=env,
-            )
-        deadline = time.monotonic() + wait_s
-        while time.monotonic() < deadline:
-            if self._process.poll() is not None:
-                raise RuntimeError(
-                    f"relocator exited {self._process.returncode}:\n{self.log_text()}"
-                )
-            with contextlib.suppress(OSError, ValueError):
-                self.status()
-                return self
-            time.sleep(0.05)
-        raise RuntimeError(f"relocator did not answer /status:\n{self.log_text()}")
+        self._launch(
+            [sys.executable, "-m", "relocator", "--config", str(self.config)],
+            healthy=self._answers_status,
+            timeout_s=wait_s,
+            env=env,
+            what="answering /status",
+        )
+        return self
+
+    def _answers_status(self) -> bool:
+        try:
+            self.status()
+        except (OSError, ValueError):
+            return False
+        return True
 
     def status(self) -> dict[str, Any]:
         """The process's ``/status``."""
@@ -178,38 +151,9 @@ class RelocatorProcess:
             text: str = r.read().decode()
         return text
 
-    def kill(self) -> None:
-        """SIGKILL: a crash at whatever point it was."""
-        if self._process is not None:
-            self._process.kill()
-            self._process.wait()
-            self._process = None
-
     def stop(self, timeout_s: float = 20.0) -> int | None:
         """SIGTERM (clean shutdown that flushes), SIGKILL after ``timeout_s``."""
-        p = self._process
-        if p is None:
-            return None
-        if p.poll() is None:
-            p.send_signal(signal.SIGTERM)
-            try:
-                p.wait(timeout_s)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait()
-        self._process = None
-        return p.returncode
-
-    @property
-    def running(self) -> bool:
-        """Whether the process is alive."""
-        return self._process is not None and self._process.poll() is None
-
-    def log_text(self) -> str:
-        """Everything it logged."""
-        with contextlib.suppress(OSError):
-            return self.log_path.read_text(errors="replace")
-        return ""
+        return super().stop(timeout_s)
 
 
 def write_config(

@@ -10,7 +10,6 @@ must agree chunk by chunk."""
 
 from __future__ import annotations
 
-import sys
 from collections import defaultdict
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,10 +21,8 @@ from companion.testing import Stack, start_stack
 from consumer_lib import EventsClient
 from eventstore.chunking import chunk_events
 from eventstore.names import ChunkKey, format_metadata
+from relocator.events import generate_events
 from substreams.loader import load_file, plugin_files
-
-sys.path.insert(0, str(Path(__file__).parents[2] / "bench"))
-from events import generate_events
 
 pytestmark = pytest.mark.contract
 

@@ -5,7 +5,6 @@ round trip a consumer's result goes through."""
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -14,13 +13,11 @@ import pytest
 from eventstore import sereal
 from eventstore.blob import pack_blob, unpack_blob
 from eventstore.names import ChunkKey
+from relocator.events import generate_events
 from substreams.api import Context, Substream
 from substreams.loader import LoadReport, load_entry_points, load_file, plugin_files
 from substreams.results import read_result
 from substreams.sandbox import run_substreams
-
-sys.path.insert(0, str(Path(__file__).parents[2] / "bench"))
-from events import generate_events
 
 pytestmark = pytest.mark.contract
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 import re
 import shutil
 import subprocess
-import sys
 import time
 from html.parser import HTMLParser
 from pathlib import Path
@@ -20,10 +19,8 @@ from pathlib import Path
 import pytest
 
 from companion.testing import start_stack
+from relocator.events import generate_events
 from substreams.examples import web_5xx
-
-sys.path.insert(0, str(Path(__file__).parents[2] / "bench"))
-from events import generate_events
 
 pytestmark = pytest.mark.e2e
 

@@ -9,7 +9,6 @@ back and compares with the plugin called in-process on the same events.
 from __future__ import annotations
 
 import re
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -18,11 +17,9 @@ import pytest
 
 from companion.testing import Stack, process_alive
 from eventstore.names import ChunkKey
+from relocator.events import generate_events
 from substreams.api import Context, declaration_of
 from substreams.examples import event_counts, url_latency, web_5xx
-
-sys.path.insert(0, str(Path(__file__).parents[3] / "bench"))
-from events import generate_events
 
 pytestmark = pytest.mark.integration
 
