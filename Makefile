@@ -54,7 +54,7 @@ system-deps:
 $(VENV)/.installed: pyproject.toml setup.py $(wildcard eventstore/sereal/csrc/*) | system-deps
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e '.[dev]'
+	$(BIN)/python -m pip install -q -e '.[dev,spark]'
 	touch $@
 
 venv: system-deps $(VENV)/.installed

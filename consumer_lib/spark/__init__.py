@@ -1,0 +1,31 @@
+"""Spark: epoch ranges of the event store as DataFrames (issue 8).
+
+    from consumer_lib.spark import load_events
+    df = load_events(spark, nodes="http://127.0.0.1:8098", dc="ams1",
+                     start=1700000000, end=1700000300)
+    df.selectExpr("event:user.country::string").show()
+
+Needs the ``spark`` extra (pyspark 4.3, pyarrow). Executors must import this package:
+run Spark's Python workers with the interpreter it is installed in (``PYSPARK_PYTHON``).
+"""
+
+from __future__ import annotations
+
+from consumer_lib.spark.source import (
+    SCHEMA,
+    RiakEventsDataSource,
+    RiakEventsReader,
+    SourceOptions,
+    SparkSourceError,
+)
+from consumer_lib.spark.view import load_events, register
+
+__all__ = [
+    "SCHEMA",
+    "RiakEventsDataSource",
+    "RiakEventsReader",
+    "SourceOptions",
+    "SparkSourceError",
+    "load_events",
+    "register",
+]
