@@ -10,6 +10,7 @@ import pytest
 
 from eventstore.devnode.routing import route
 from eventstore.errors import InvalidKey, InvalidMetadataValue
+from eventstore.names import ChunkKey
 from eventstore.ring import Ring
 
 pytestmark = pytest.mark.unit
@@ -81,3 +82,45 @@ def test_all_nodes_down_is_unroutable() -> None:
     )
     assert routing.groups == {}
     assert routing.unroutable == ["1413813813:1:t::0", "1413813813:1:t::1"]
+
+
+# -- the twin against riak_core's own preflists ------------------------------------------
+
+ORACLE = json.loads((Path(__file__).parents[1] / "vectors" / "ring_preflists.json").read_text())
+
+
+def _oracle_cases() -> list[dict[str, Any]]:
+    """Cases whose key is a chunk key and whose preflist has an up node."""
+    cases = []
+    for case in ORACLE["cases"]:
+        key = bytes.fromhex(case["key_hex"]).decode("utf-8", "replace")
+        try:
+            ChunkKey.parse(key)
+        except InvalidKey:
+            continue
+        if case["expected"]:
+            cases.append(case)
+    return cases
+
+
+@pytest.mark.parametrize("case", _oracle_cases(), ids=lambda c: f"{c['bucket']}:{c['key_hex']}")
+def test_twin_routes_each_key_to_riak_cores_first_preflist_node(case: dict[str, Any]) -> None:
+    """The Erlang hook sends a key to the first node of riak_core_apl:get_apl_ann (a
+    fallback when the primary is down); the twin must pick the very same node."""
+    chunk = ChunkKey.parse(bytes.fromhex(case["key_hex"]).decode())
+    routing = route(
+        f"{chunk.epoch}-{chunk.dc}",
+        f"{chunk.type}:{chunk.subtype}:{chunk.chunk}",
+        Ring(case["nodes"], case["ring_size"]),
+        bucket_type=case["bucket_type"] or "default",
+        bucket=case["bucket"],
+        n_val=case["n_val"],
+        down=case["down"],
+    )
+    assert dict(routing.groups) == {case["expected"][0][1]: [chunk.format()]}
+
+
+def test_oracle_cases_include_fallbacks_and_typed_buckets() -> None:
+    cases = _oracle_cases()
+    assert any(c["down"] and not c["expected"][0][2] for c in cases)  # a fallback first
+    assert any(c["bucket_type"] not in (None, "default") for c in cases)
