@@ -6,6 +6,8 @@ flags override these; nothing else reads them.
 
 from __future__ import annotations
 
+from typing import Final
+
 #: Where the companion serves. Loopback by default (safe on a dev machine); in a cluster the
 #: hook on whichever node coordinated a write posts here, so listen on the node's address
 #: and list the Riak nodes as peers. Port 5000 is the Erlang hook's default too.
@@ -15,11 +17,14 @@ WORKERS = 2
 #: Chunk-processing threads per worker process; each runs the sandboxed children of one
 #: chunk at a time.
 THREADS = 2
-#: "substream": one sandboxed child per substream and chunk (nothing shared between
-#: plugins); "chunk": one child per chunk runs the substreams in turn, each with its
-#: own deadline and limits (one fork and one copy-on-write of the events per chunk
-#: instead of per substream; plugins see each other's mutations of the events).
-ISOLATION = "substream"
+#: "chunk": one sandboxed child per chunk runs the substreams in turn, each with its own
+#: deadline, memory limit and result cap; a run that kills or times out its child costs
+#: only itself (the runs after it go to a fresh child); each run gets its own list of
+#: the events, but the event dicts and module state are shared (plugins must not mutate
+#: them). One fork and one copy-on-write of the events per chunk instead of per
+#: substream: about half the CPU of "substream" (bench/companion_bench.py).
+#: "substream": one child per substream and chunk (nothing shared between plugins).
+ISOLATION: Final = "chunk"
 #: Sandboxed children alive at once per chunk.
 MAX_PARALLEL = 4
 #: Chunks waiting per worker process. Above this, arrivals are shed at once.

@@ -10,7 +10,7 @@ file are relative to the file's directory. See ``companion/example-config.toml``
     workers = 2
     threads = 2
     max_parallel = 4
-    isolation = "substream"          # or "chunk": see companion/defaults.py
+    isolation = "chunk"              # or "substream": see companion/defaults.py
     queue_max = 64
     max_wait_s = 2.0
     peers = ["127.0.0.1", "::1"]
@@ -70,7 +70,7 @@ class CompanionSettings:
     workers: int = defaults.WORKERS
     threads: int = defaults.THREADS
     max_parallel: int = defaults.MAX_PARALLEL
-    isolation: Isolation = "substream"
+    isolation: Isolation = defaults.ISOLATION
     queue_max: int = defaults.QUEUE_MAX
     max_wait_s: float = defaults.MAX_WAIT_S
     peers: tuple[str, ...] = defaults.PEERS

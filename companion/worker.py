@@ -16,7 +16,7 @@ Algorithm::
         if now > item.deadline: shed(item.key, "waited too long"); continue
         subs = enabled substreams matching (type, subtype)     # none: nothing to do
         blob = GET events/<key> from the local node; events = unpack_blob(blob)  # once
-        outcomes = sandbox.run_substreams(subs, events)        # one forked child each
+        outcomes = sandbox.run_substreams(subs, events)        # forked child(ren), isolation
         for each: PUT substreams/<name>/<key> = ok value or marked failure
                   count consecutive failures; disable at disable_after
     shed(key, reason): a separate thread PUTs status "shed" for every matching

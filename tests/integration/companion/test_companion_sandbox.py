@@ -198,3 +198,33 @@ def test_one_plugin_dying_leaves_the_others_results_intact(
     )
     assert [o.kind for o in outcomes] == ["killed", "ok", "memory", "killed", "timeout", "ok"]
     assert read_result(outcomes[1].payload).result["n"] == 1
+
+
+MUTATING = """
+from substreams import substream
+
+@substream(name="clears")
+def clears(events, ctx):
+    n = len(events)
+    events.clear()
+    return n
+
+@substream(name="counts")
+def counts(events, ctx):
+    return len(events)
+"""
+
+
+def test_in_one_child_per_chunk_each_run_gets_its_own_list_of_events(tmp_path: Path) -> None:
+    # isolation "chunk" shares the child: a plugin emptying, sorting or extending its
+    # list must not change what the next plugin of the chunk sees (the event dicts are
+    # shared, read-only by contract: DESIGN.md).
+    path = tmp_path / "mutating.py"
+    path.write_text(MUTATING)
+    subs = {s.name: s for s in load_file(path)}
+    events = [{"i": i} for i in range(10)]
+    outcomes = run_substreams(
+        [subs["clears"], subs["counts"]], events, Context(1, "d", "t", "", 0), isolation="chunk"
+    )
+    assert [read_result(o.payload).result for o in outcomes] == [10, 10]
+    assert len(events) == 10
