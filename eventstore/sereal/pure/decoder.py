@@ -15,7 +15,6 @@ never overlap and each is decoded at most twice), and nesting is bounded by
 
 from __future__ import annotations
 
-import struct
 from collections.abc import Callable
 from typing import Any
 
@@ -27,6 +26,16 @@ from eventstore.sereal.errors import (
     TruncatedInput,
     UnknownTag,
 )
+from eventstore.sereal.pure.numbers import (
+    _double,
+    _float,
+    _float_128,
+    _long_double,
+    _neg_small,
+    _pos_small,
+    _varint,
+    _zigzag,
+)
 from eventstore.sereal.pure.recursion import room_for
 from eventstore.sereal.types import BOOLEAN_CLASSES, PerlObject, PerlRef, PerlRegexp
 
@@ -34,10 +43,6 @@ __all__ = ["decode_body", "perl_truthy"]
 
 _UINT64_MAX = (1 << 64) - 1
 _MAX_VARINT_BYTES = 16  # padded varints (Perl reserves space for lengths) are legal
-_unpack_float = struct.Struct("<f").unpack_from
-_unpack_double = struct.Struct("<d").unpack_from
-_unpack_u64_u16 = struct.Struct("<QH").unpack_from
-_unpack_u64_u64 = struct.Struct("<QQ").unpack_from
 
 Handler = Callable[["_Decoder", int, int], tuple[Any, int]]
 # Positions a value is registered under: the F-bit tag itself and the enclosing
@@ -423,77 +428,6 @@ def _bless(obj: PerlObject) -> Any:
 
 
 # -- handlers (tag byte -> function) --------------------------------------------
-
-
-def _pos_small(dec: _Decoder, pos: int, depth: int) -> tuple[Any, int]:
-    return dec.data[pos] & 0x0F, pos + 1
-
-
-def _neg_small(dec: _Decoder, pos: int, depth: int) -> tuple[Any, int]:
-    return (dec.data[pos] & 0x1F) - 32, pos + 1
-
-
-def _varint(dec: _Decoder, pos: int, depth: int) -> tuple[Any, int]:
-    return dec.varint(pos + 1)
-
-
-def _zigzag(dec: _Decoder, pos: int, depth: int) -> tuple[Any, int]:
-    u, p = dec.varint(pos + 1)
-    return (u >> 1) ^ -(u & 1), p
-
-
-def _fixed(dec: _Decoder, pos: int, size: int) -> int:
-    if pos + 1 + size > dec.end:
-        raise TruncatedInput(f"input ends inside a {size}-byte number", dec.end)
-    return pos + 1
-
-
-def _float(dec: _Decoder, pos: int, depth: int) -> tuple[Any, int]:
-    start = _fixed(dec, pos, 4)
-    return _unpack_float(dec.data, start)[0], start + 4
-
-
-def _double(dec: _Decoder, pos: int, depth: int) -> tuple[Any, int]:
-    start = _fixed(dec, pos, 8)
-    return _unpack_double(dec.data, start)[0], start + 8
-
-
-def _long_double(dec: _Decoder, pos: int, depth: int) -> tuple[Any, int]:
-    # x86 80-bit extended precision in the low 10 of 16 bytes: 64-bit significand with
-    # an explicit integer bit, then sign and 15-bit exponent.
-    start = _fixed(dec, pos, 16)
-    mantissa, sign_exp = _unpack_u64_u16(dec.data, start)
-    exponent = sign_exp & 0x7FFF
-    if exponent == 0x7FFF:
-        value = float("nan") if mantissa & ((1 << 63) - 1) else float("inf")
-    else:
-        value = _scaled(mantissa, max(exponent, 1) - 16383 - 63)
-    return (-value if sign_exp & 0x8000 else value), start + 16
-
-
-def _float_128(dec: _Decoder, pos: int, depth: int) -> tuple[Any, int]:
-    # IEEE 754 binary128, little-endian: 112-bit fraction, 15-bit exponent, sign.
-    start = _fixed(dec, pos, 16)
-    low, high = _unpack_u64_u64(dec.data, start)
-    fraction = ((high & ((1 << 48) - 1)) << 64) | low
-    exponent = (high >> 48) & 0x7FFF
-    if exponent == 0x7FFF:
-        value = float("nan") if fraction else float("inf")
-    elif exponent == 0:
-        value = _scaled(fraction, 1 - 16383 - 112)
-    else:
-        value = _scaled(fraction | (1 << 112), exponent - 16383 - 112)
-    return (-value if high >> 63 else value), start + 16
-
-
-def _scaled(significand: int, exp2: int) -> float:
-    """``significand * 2**exp2`` correctly rounded to a double (overflow: inf)."""
-    if exp2 >= 0:
-        try:
-            return float(significand << exp2)
-        except OverflowError:
-            return float("inf")
-    return significand / (1 << -exp2)  # int true division rounds correctly
 
 
 def _constant(value: Any) -> Handler:
