@@ -84,7 +84,23 @@ class Emitter:
         *,
         epoch: int | None = None,
     ) -> bool:
-        """Send one event; returns whether it was handed over (never raises)."""
+        """Send one event; returns whether it was handed over (never raises).
+
+        Unencodable, oversized and undeliverable events are counted in ``counts`` by
+        reason and logged (rate-limited), never raised into the application.
+        """
+        try:
+            frame = self._frame(event, type, subtype, dc, epoch)
+            if frame is None or not self._deliver(frame):
+                return False
+        except Exception as e:  # the contract: never raise into the app
+            self._count("unexpected", e)
+            return False
+        self.counts["sent"] += 1
+        return True
+
+    def _deliver(self, frame: bytes) -> bool:
+        """Hand one frame to the transport; False (after counting why) when it cannot."""
         raise NotImplementedError
 
     def close(self) -> None:
@@ -103,27 +119,12 @@ class UdpEmitter(Emitter):
         self._sock.setblocking(False)
         self._max = min(self._max, 65507)
 
-    def emit(
-        self,
-        event: Mapping[str, Any],
-        type: str,
-        subtype: str = "",
-        dc: str | None = None,
-        *,
-        epoch: int | None = None,
-    ) -> bool:
+    def _deliver(self, frame: bytes) -> bool:
         try:
-            frame = self._frame(event, type, subtype, dc, epoch)
-            if frame is None:
-                return False
             self._sock.sendto(frame, self._addr)
         except OSError as e:
             self._count("send_error", e)
             return False
-        except Exception as e:  # the contract: never raise into the app
-            self._count("unexpected", e)
-            return False
-        self.counts["sent"] += 1
         return True
 
     def close(self) -> None:
@@ -154,29 +155,13 @@ class TcpEmitter(Emitter):
         self._thread = threading.Thread(target=self._run, name="relocator-emitter", daemon=True)
         self._thread.start()
 
-    def emit(
-        self,
-        event: Mapping[str, Any],
-        type: str,
-        subtype: str = "",
-        dc: str | None = None,
-        *,
-        epoch: int | None = None,
-    ) -> bool:
-        try:
-            frame = self._frame(event, type, subtype, dc, epoch)
-            if frame is None:
+    def _deliver(self, frame: bytes) -> bool:
+        with self._cv:
+            if len(self._queue) + len(self._unacked) >= self._queue_max:
+                self._count("queue_full", self._queue_max)
                 return False
-            with self._cv:
-                if len(self._queue) + len(self._unacked) >= self._queue_max:
-                    self._count("queue_full", self._queue_max)
-                    return False
-                self._queue.append(frame)
-                self._cv.notify()
-        except Exception as e:  # the contract: never raise into the app
-            self._count("unexpected", e)
-            return False
-        self.counts["sent"] += 1
+            self._queue.append(frame)
+            self._cv.notify()
         return True
 
     def pending(self) -> int:
