@@ -4,9 +4,13 @@
    ``--workers`` workers x ``--threads`` threads) with 10 substreams (the 3 examples
    and 7 typical cherry-picks). Each epoch of ``--chunks`` chunks of ~``--chunk-kb`` KB
    (compressed) is written, then its metadata; the time from the metadata PUT until
-   each result is stored is read from the companion's merged ``results_stored``
-   counter (polled every 10 ms), giving p50/p99 over all results and the time until
-   the epoch's last result.
+   each result is durably stored is read from the devnode's ``node_puts_total``
+   (``/stats``, polled every 10 ms; nothing else writes meanwhile), giving p50/p99
+   over all results and the time until the epoch's last result. Per epoch it also
+   prints the load average, the CPU seconds of the companion's and the devnode's
+   process trees (and the floor they set on this machine's cores), the devnode's
+   writes per store transaction, and the companion's own wall and CPU seconds per
+   chunk stage (inbox wait, fetch, decode, sandbox, free, store, plugins).
 2. **Decode once** (in-process): per chunk, one verify+decode then 1, 10 or 50
    substreams in the sandbox, against the same work decoding once per substream.
 3. **CPU per epoch**: CPU seconds (this process + sandboxed children) to verify,
@@ -14,11 +18,13 @@
    compressed epoch; decode alone is given too (Booking: ~5 s in Perl).
 
     .venv/bin/python bench/companion_bench.py [--chunks 100] [--chunk-kb 400] [--epochs 3]
+        [--isolation chunk|substream|both] [--only-latency | --skip-latency]
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import random
 import resource
 import statistics
@@ -128,8 +134,45 @@ def pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, max(0, round(q * len(ordered) + 0.5) - 1))]
 
 
-def results_stored(stack: Stack) -> int:
-    return int(stack.companion.json("/v1/status")["counters"].get("results_stored", 0))
+def puts_stored(stack: Stack) -> int:
+    """Durable PUTs the devnode has answered (cheaper to poll than the companion)."""
+    return int(stack.riak.stats()["node_puts_total"])
+
+
+def commits(stack: Stack) -> tuple[int, int]:
+    """The devnode's (store transactions, writes in them): one fsync per transaction."""
+    stats = stack.riak.stats()
+    return (
+        int(stats["devnode_store_commits_total"]),
+        int(stats["devnode_store_committed_writes_total"]),
+    )
+
+
+def tree_cpu_s(pid: int) -> float:
+    """CPU seconds of ``pid`` and its descendants alive now, plus their reaped children."""
+    tick = os.sysconf("SC_CLK_TCK")
+    total = 0.0
+    pending = [pid]
+    while pending:
+        p = pending.pop()
+        try:
+            fields = Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()
+            children = Path(f"/proc/{p}/task/{p}/children").read_text().split()
+        except OSError:
+            continue
+        # utime, stime, cutime, cstime: fields 14-17 of stat (11-14 after the name)
+        total += sum(int(v) for v in fields[11:15]) / tick
+        pending += [int(c) for c in children]
+    return total
+
+
+def per_chunk_ms(seconds: dict[str, float], chunks: int) -> str:
+    return ", ".join(f"{k} {v / chunks * 1000:.1f}" for k, v in seconds.items())
+
+
+def load() -> str:
+    one, five, fifteen = os.getloadavg()
+    return f"load {one:.2f} {five:.2f} {fifteen:.2f}"
 
 
 def bench_latency(
@@ -144,9 +187,11 @@ def bench_latency(
                 "threads": args.threads,
                 "max_parallel": args.max_parallel,
                 "isolation": isolation,
-                "queue_max": 1024,
+                "queue_max": 1024 // args.workers,
                 "max_wait_s": 30.0,
-                "status_interval_s": 0.01,
+                # the production defaults, not the test stack's faster polling
+                "reload_interval_s": 1.0,
+                "status_interval_s": 1.0,
             },
         )
         try:
@@ -161,6 +206,8 @@ def bench_latency(
                 f"{args.workers} workers x {args.threads} threads, isolation {isolation}"
             )
             all_latencies: list[float] = []
+            companion_pid = stack.companion.pid or 0
+            devnode_pid = stack.devnode.pid or 0
             for e in range(args.epochs):
                 epoch = 1_800_000_000 + e
                 keys = []
@@ -168,7 +215,11 @@ def bench_latency(
                     key = ChunkKey(epoch, "dc1", type_, "main", i)
                     stack.riak.put("events", "events", key.format(), blob)
                     keys.append(key)
-                before = results_stored(stack)
+                before = puts_stored(stack)
+                commits_before = commits(stack)
+                view = stack.companion.json("/v1/status")
+                stages_before = view.get("stages_s", {}), view.get("stages_cpu_s", {})
+                cpu_before = tree_cpu_s(companion_pid), tree_cpu_s(devnode_pid)
                 t0 = time.monotonic()
                 stack.riak.put(
                     "epochs", "epochs", f"{epoch}-dc1", format_metadata(keys).encode(),
@@ -178,16 +229,45 @@ def bench_latency(
                 seen: list[float] = []
                 done = 0
                 while done < expected and time.monotonic() - t0 < 120:
-                    now = results_stored(stack) - before
+                    now = puts_stored(stack) - before - 1  # the metadata PUT itself
                     t = time.monotonic() - t0
                     seen += [t] * (now - done)
                     done = now
                     time.sleep(0.01)
+                cpu_after = tree_cpu_s(companion_pid), tree_cpu_s(devnode_pid)
+                transactions, writes = (
+                    a - b for a, b in zip(commits(stack), commits_before, strict=True)
+                )
+                time.sleep(args.settle_s)  # the workers' status snapshots catch up
+                status = stack.companion.json("/v1/status")
+                wall, cpu = (
+                    {k: v - before.get(k, 0.0) for k, v in status.get(name, {}).items()}
+                    for name, before in zip(
+                        ("stages_s", "stages_cpu_s"), stages_before, strict=True
+                    )
+                )
                 all_latencies += seen
                 print(
                     f"  epoch {e}: metadata PUT {put_s * 1000:.1f} ms; results stored "
                     f"{done}/{expected}; p50 {pct(seen, 0.5):.3f} s, p99 {pct(seen, 0.99):.3f} s,"
-                    f" last {max(seen):.3f} s"
+                    f" last {max(seen):.3f} s; {load()}"
+                )
+                companion_cpu = cpu_after[0] - cpu_before[0]
+                devnode_cpu = cpu_after[1] - cpu_before[1]
+                cores = os.cpu_count() or 1
+                print(
+                    f"    CPU s: companion {companion_cpu:.2f}, devnode {devnode_cpu:.2f}; "
+                    f"companion CPU per chunk {companion_cpu / len(chunks) * 1000:.1f} ms; "
+                    f"CPU floor on {cores} idle cores "
+                    f"{(companion_cpu + devnode_cpu) / cores:.2f} s; devnode: {writes} writes "
+                    f"in {transactions} transactions (fsyncs)"
+                )
+                print("    per chunk, wall ms: " + per_chunk_ms(wall, len(chunks)))
+                print(
+                    "    per chunk, CPU ms: "
+                    + per_chunk_ms(cpu, len(chunks))
+                    + f", rest (child start/exit, HTTP, status) "
+                    f"{(companion_cpu - sum(cpu.values())) / len(chunks) * 1000:.1f}"
                 )
             print(
                 f"  all epochs: p50 {pct(all_latencies, 0.5):.3f} s, "
@@ -207,27 +287,33 @@ def bench_decode_once(
     chunks: list[tuple[str, Any, bytes]], subs: list[Substream], isolation: Isolation
 ) -> None:
     sample = chunks[: min(10, len(chunks))]
-    print(f"decode once: {len(sample)} chunks, sandboxed runs, isolation {isolation}")
-    t = time.perf_counter()
+    print(
+        f"decode once: {len(sample)} chunks, sandboxed runs, isolation {isolation}; "
+        f"wall and CPU (this process + children) per chunk; {load()}"
+    )
+    t, c = time.perf_counter(), cpu_now()
     for i, (type_, _, blob) in enumerate(sample):
         unpack_blob(blob, key=f"0:dc:{type_}:main:{i}")
     decode_s = (time.perf_counter() - t) / len(sample)
-    print(f"  verify+decode: {decode_s * 1000:.1f} ms per chunk")
+    decode_cpu = (cpu_now() - c) / len(sample)
+    print(f"  verify+decode: {decode_s * 1000:.1f} ms, {decode_cpu * 1000:.1f} CPU ms per chunk")
     # All substreams on every chunk regardless of type: N runs per chunk.
     generic = [s for s in subs if not s.types] or subs
     for n in (1, 10, 50):
         chosen = [generic[i % len(generic)] for i in range(n)]
-        t = time.perf_counter()
+        t, c = time.perf_counter(), cpu_now()
         for i, (type_, _, blob) in enumerate(sample):
             events = unpack_blob(blob)
             ctx = Context(0, "dc", type_, "main", i)
             run_substreams(chosen, events, ctx, max_parallel=4, isolation=isolation)
+            del events
         once = (time.perf_counter() - t) / len(sample)
-        n_decodes = once + (n - 1) * decode_s
+        once_cpu = (cpu_now() - c) / len(sample)
         print(
-            f"  {n:>2} substreams: {once * 1000:7.1f} ms per chunk (decode once); "
-            f"decoding per substream would be {n_decodes * 1000:7.1f} ms; "
-            f"sandboxed run ~{(once - decode_s) / n * 1000:.1f} ms each"
+            f"  {n:>2} substreams: {once * 1000:7.1f} ms, {once_cpu * 1000:7.1f} CPU ms per chunk"
+            f" (decode once); decoding per substream would add "
+            f"{(n - 1) * decode_cpu * 1000:7.1f} CPU ms; each run "
+            f"~{(once_cpu - decode_cpu) / n * 1000:.1f} CPU ms"
         )
 
 
@@ -269,6 +355,8 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--max-parallel", type=int, default=4)
     parser.add_argument("--skip-latency", action="store_true")
+    parser.add_argument("--only-latency", action="store_true")
+    parser.add_argument("--settle-s", type=float, default=1.5, help=argparse.SUPPRESS)
     parser.add_argument("--isolation", choices=["substream", "chunk", "both"], default="both")
     args = parser.parse_args()
     t = time.perf_counter()
@@ -281,7 +369,7 @@ def main() -> None:
         modes: list[Isolation] = (
             ["substream", "chunk"] if args.isolation == "both" else [args.isolation]
         )
-        for mode in modes:
+        for mode in [] if args.only_latency else modes:
             bench_decode_once(chunks, subs, mode)
             bench_cpu(chunks, subs, mode)
     if not args.skip_latency:

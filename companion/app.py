@@ -39,9 +39,17 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from companion import defaults, metrics
 from companion.errors import BadKeyGroup, CompanionError, PeerNotAllowed, UnknownSubstream
+from companion.inbox import Inbox
 from companion.settings import CompanionSettings, as_mapping
 from companion.signals import EngineSignals
-from companion.stats import WorkerStats, merge, read_snapshots, write_snapshot
+from companion.stats import (
+    WorkerStats,
+    merge,
+    read_cluster_view,
+    read_snapshots,
+    version_conflicts,
+    write_snapshot,
+)
 from companion.statuspage import render_status
 from companion.worker import Engine
 from eventstore.errors import InvalidName
@@ -149,8 +157,15 @@ async def metrics_endpoint(request: Request) -> Response:
 
 def _node_view(request: Request) -> dict[str, Any]:
     state = request.app.state
+    settings: CompanionSettings = state.settings
     state.publish_stats()
-    return merge(read_snapshots(state.settings.state_dir / "status"))
+    view = merge(read_snapshots(settings.state_dir / "status"))
+    stale_s = max(60.0, 5 * settings.zk_health_interval_s)
+    view["cluster"] = read_cluster_view(settings.state_dir, stale_s=stale_s)
+    view["version_conflicts"] = version_conflicts(
+        view["loaded"], settings.node or settings.listen, view["cluster"]
+    )
+    return view
 
 
 async def status_json(request: Request) -> Response:
@@ -206,18 +221,29 @@ def _connect_stats(signals: EngineSignals, stats: WorkerStats) -> None:
     signals.chunk_shed.connect(chunk_shed)
     signals.key_group.connect(key_group)
     signals.chunk_unreadable.connect(lambda **_: stats.count("chunks_unreadable"))
-    signals.chunk_processed.connect(lambda **_: stats.count("chunks_processed"))
+
+    def chunk_processed(
+        *, stages: dict[str, float], stages_cpu: dict[str, float], **_: Any
+    ) -> None:
+        stats.count("chunks_processed")
+        stats.add_stages(stages, stages_cpu)
+
+    signals.chunk_processed.connect(chunk_processed)
     signals.result_stored.connect(lambda **_: stats.count("results_stored"))
     signals.result_not_stored.connect(lambda **_: stats.count("results_not_stored"))
 
 
-def create_app(settings: CompanionSettings, *, metrics_dir: Path | None = None) -> Starlette:
+def create_app(
+    settings: CompanionSettings, *, metrics_dir: Path | None = None, inbox: Inbox | None = None
+) -> Starlette:
     """Build the app. Resources (Riak client, engine, threads) open in the lifespan, so
     each gunicorn worker builds its own after the fork.
 
     Args:
         settings: the companion's settings.
         metrics_dir: prometheus-client's multiprocess directory, when under gunicorn.
+        inbox: the node's queue shared by the workers (made in the master before the
+            fork); default: the engine's own.
     """
 
     @contextlib.asynccontextmanager
@@ -232,7 +258,7 @@ def create_app(settings: CompanionSettings, *, metrics_dir: Path | None = None) 
         stats = WorkerStats()
         metrics.connect(signals)
         _connect_stats(signals, stats)
-        engine = Engine(settings, riak, plugins, signals=signals).start()
+        engine = Engine(settings, riak, plugins, signals=signals, inbox=inbox).start()
         status_dir = settings.state_dir / "status"
         stop = threading.Event()
 

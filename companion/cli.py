@@ -46,7 +46,12 @@ def serve(settings: CompanionSettings) -> None:
     from prometheus_client import multiprocess  # noqa: PLC0415
 
     from companion.app import create_app  # noqa: PLC0415
+    from companion.inbox import Inbox  # noqa: PLC0415
     from companion.stats import merge, read_snapshots  # noqa: PLC0415
+
+    # The node's queue, made before the workers fork so that they all share it: the
+    # hook sends one key group per node, and any free worker takes the next chunk.
+    inbox = Inbox(settings.queue_max * settings.workers)
 
     presence: list[Any] = []
 
@@ -58,10 +63,19 @@ def serve(settings: CompanionSettings) -> None:
 
         def health() -> dict[str, Any]:
             view = merge(read_snapshots(settings.state_dir / "status"))
-            return {"workers": view["workers"], "queue_depth": view["queue_depth"]}
+            return {
+                "workers": view["workers"],
+                "queue_depth": view["queue_depth"],
+                # name -> the versions this node's workers have loaded
+                "substreams": {n: sorted(v) for n, v in view["loaded"].items()},
+            }
 
         try:
-            presence.append(ZooKeeperPresence(settings, health=health).start())
+            presence.append(
+                ZooKeeperPresence(
+                    settings, health=health, interval_s=settings.zk_health_interval_s
+                ).start()
+            )
         except Exception as e:  # ZooKeeper down must not stop the companion
             log.error("zookeeper at %s unavailable, running without: %s", settings.zk_hosts, e)
 
@@ -105,7 +119,7 @@ def serve(settings: CompanionSettings) -> None:
                 self.cfg.set(name, value)
 
         def load(self) -> Any:
-            return create_app(settings, metrics_dir=metrics_dir)
+            return create_app(settings, metrics_dir=metrics_dir, inbox=inbox)
 
     CompanionServer().run()
 

@@ -27,8 +27,12 @@ THREADS = 2
 ISOLATION: Final = "chunk"
 #: Sandboxed children alive at once per chunk.
 MAX_PARALLEL = 4
-#: Chunks waiting per worker process. Above this, arrivals are shed at once.
+#: Chunks waiting per worker process: the node's inbox, shared by every worker (any free
+#: chunk thread of any worker takes the next chunk), holds ``queue_max * workers``.
+#: Above this, arrivals are shed at once.
 QUEUE_MAX = 64
+#: Concurrent result writes per chunk thread: a chunk's results are stored at once.
+RESULT_WRITERS = 8
 #: A chunk that cannot start within this many seconds of arrival is shed: its results
 #: would be late anyway and consumers will have fallen back.
 MAX_WAIT_S = 2.0
@@ -62,7 +66,8 @@ WORKER_TIMEOUT_S = 30
 #: ZooKeeper (empty hosts: no ZooKeeper), the root of our znodes.
 ZK_HOSTS = ""
 ZK_ROOT = "/riak-events"
-#: Seconds between updates of the live-node znode's health.
+#: Seconds between updates of the live-node znode's health (and reads of the other
+#: nodes' znodes, for the status page's version comparison).
 ZK_HEALTH_INTERVAL_S = 10.0
 #: Auditor: how far back and how often it looks for chunks without results (0: off).
 AUDIT_INTERVAL_S = 0.0

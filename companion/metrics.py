@@ -48,7 +48,21 @@ RESULTS_NOT_STORED = Counter(
 DISABLED = Counter(
     "companion_substreams_disabled_total", "Substreams disabled on this node", ["substream"]
 )
-QUEUE_DEPTH = Gauge("companion_queue_depth", "Chunks waiting", multiprocess_mode="livesum")
+# Every worker sees the node's shared inbox: the node's depth is any live worker's.
+QUEUE_DEPTH = Gauge(
+    "companion_queue_depth", "Chunks waiting in the node's inbox", multiprocess_mode="livemax"
+)
+STAGE_SECONDS = Histogram(
+    "companion_chunk_stage_seconds",
+    "Time of one chunk in each stage: wait (in the inbox), fetch, decode, sandbox, store",
+    ["stage"],
+    buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0),
+)
+STAGE_CPU_SECONDS = Counter(
+    "companion_chunk_stage_cpu_seconds_total",
+    "CPU time per chunk stage: fetch, decode, sandbox, free, store (worker), plugins (children)",
+    ["stage"],
+)
 
 
 def connect(signals: EngineSignals) -> None:
@@ -72,8 +86,14 @@ def connect(signals: EngineSignals) -> None:
     def chunk_unreadable(**_: Any) -> None:
         CHUNKS.labels("unreadable").inc()
 
-    def chunk_processed(**_: Any) -> None:
+    def chunk_processed(
+        *, stages: dict[str, float], stages_cpu: dict[str, float], **_: Any
+    ) -> None:
         CHUNKS.labels("processed").inc()
+        for stage, seconds in stages.items():
+            STAGE_SECONDS.labels(stage).observe(seconds)
+        for stage, seconds in stages_cpu.items():
+            STAGE_CPU_SECONDS.labels(stage).inc(seconds)
 
     def result_stored(*, status: str, **_: Any) -> None:
         RESULTS.labels(status).inc()

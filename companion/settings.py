@@ -94,6 +94,7 @@ class CompanionSettings:
     namespaces: Namespaces = field(default_factory=Namespaces)
     zk_hosts: str = defaults.ZK_HOSTS
     zk_root: str = defaults.ZK_ROOT
+    zk_health_interval_s: float = defaults.ZK_HEALTH_INTERVAL_S
 
     @property
     def listen(self) -> str:
@@ -182,7 +183,7 @@ def load(config: Path | None = None, **overrides: Any) -> CompanionSettings:
     section = dict(table(data, "companion", source=source))
     unknown_keys(section, _COMPANION_KEYS, source=f"{source} [companion]")
     zk = table(data, "zookeeper", source=source)
-    unknown_keys(zk, {"hosts", "root"}, source=f"{source} [zookeeper]")
+    unknown_keys(zk, {"hosts", "root", "health_interval_s"}, source=f"{source} [zookeeper]")
     riak_table = dict(table(data, "riak", source=source))
 
     given = {k: v for k, v in overrides.items() if v is not None and v != ()}
@@ -261,6 +262,10 @@ def load(config: Path | None = None, **overrides: Any) -> CompanionSettings:
         raise SettingsError(f"{source}: [companion] node must be one of [ring] nodes")
     values["zk_hosts"] = zk_hosts
     values["zk_root"] = "/" + str(zk.get("root", defaults.ZK_ROOT)).strip("/")
+    interval = zk.get("health_interval_s", defaults.ZK_HEALTH_INTERVAL_S)
+    if isinstance(interval, bool) or not isinstance(interval, int | float) or interval <= 0:
+        raise SettingsError(f"{source} [zookeeper]: health_interval_s must be a positive number")
+    values["zk_health_interval_s"] = float(interval)
     return replace(CompanionSettings(), **values)
 
 

@@ -47,7 +47,10 @@ class EngineSignals:
     - ``run_finished(substream, version, key, kind, status, wall_s, cpu_s, error)``.
     - ``chunk_shed(key, substreams, reason)``: a chunk was not processed.
     - ``chunk_unreadable(key, error)``.
-    - ``chunk_processed(key, runs)``: every matching substream ran and was stored.
+    - ``chunk_processed(key, runs, stages, stages_cpu)``: every matching substream ran
+      and was stored; ``stages``: wall seconds in wait, fetch, decode, sandbox, free,
+      store; ``stages_cpu``: CPU seconds of the worker in fetch, decode, sandbox (fork,
+      wait, reap), free, store (the writer threads), and the plugins' own (children).
     - ``result_stored(substream, key, status)`` / ``result_not_stored(substream, key, error)``.
     - ``substream_disabled(substream, version, reason)``.
     """

@@ -23,7 +23,16 @@ from typing import Any
 
 from companion import defaults
 
-__all__ = ["SubstreamStats", "WorkerStats", "merge", "percentile", "read_snapshots"]
+__all__ = [
+    "SubstreamStats",
+    "WorkerStats",
+    "merge",
+    "percentile",
+    "read_cluster_view",
+    "read_snapshots",
+    "version_conflicts",
+    "write_cluster_view",
+]
 
 FAILURE_KINDS = ("exception", "too_large", "unencodable", "timeout", "memory", "killed", "shed")
 
@@ -98,6 +107,9 @@ class WorkerStats:
             "results_not_stored": 0,
         }
         self.queue_depth = 0
+        #: Wall and CPU seconds per chunk stage (signals.py), summed over chunks.
+        self.stages_s: dict[str, float] = {}
+        self.stages_cpu_s: dict[str, float] = {}
         #: Bumped on every change, so an unchanged snapshot need not be written again.
         self.changes = 0
         #: name -> version of the substreams this worker has loaded.
@@ -119,6 +131,13 @@ class WorkerStats:
             stats.record(kind, wall_s, time.time(), key=key, error=error)
             self.changes += 1
 
+    def add_stages(self, stages: dict[str, float], stages_cpu: dict[str, float]) -> None:
+        with self._lock:
+            for totals, add in ((self.stages_s, stages), (self.stages_cpu_s, stages_cpu)):
+                for stage, seconds in add.items():
+                    totals[stage] = totals.get(stage, 0.0) + seconds
+            self.changes += 1
+
     def count(self, name: str, n: int = 1) -> None:
         with self._lock:
             self.counters[name] = self.counters.get(name, 0) + n
@@ -133,6 +152,8 @@ class WorkerStats:
                 "loaded": dict(self.loaded),
                 "load_failures": self.load_failures,
                 "counters": dict(self.counters),
+                "stages_s": dict(self.stages_s),
+                "stages_cpu_s": dict(self.stages_cpu_s),
                 "substreams": {n: s.snapshot() for n, s in self.substreams.items()},
             }
 
@@ -147,20 +168,34 @@ def write_snapshot(directory: Path, snapshot: dict[str, Any]) -> None:
 
 
 def read_snapshots(directory: Path, *, stale_s: float = 60.0) -> list[dict[str, Any]]:
-    """Every worker snapshot younger than ``stale_s``; unreadable ones are skipped."""
+    """Every snapshot of a live worker younger than ``stale_s``; unreadable ones and
+    those of processes that are gone (a worker killed without cleaning up) are skipped."""
     snapshots = []
     now = time.time()
     for path in sorted(directory.glob("*.json")) if directory.is_dir() else []:
         with contextlib.suppress(OSError, ValueError):
             snapshot = json.loads(path.read_text())
-            if now - float(snapshot.get("at", 0)) <= stale_s:
+            if now - float(snapshot.get("at", 0)) <= stale_s and _alive(snapshot.get("pid")):
                 snapshots.append(snapshot)
     return snapshots
+
+
+def _alive(pid: object) -> bool:
+    if not isinstance(pid, int) or pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # alive, another user's
+        return True
+    return True
 
 
 def merge(snapshots: Iterable[dict[str, Any]]) -> dict[str, Any]:
     """Merge worker snapshots into one node view with p50/p99 per substream."""
     counters: dict[str, int] = {}
+    stages: dict[str, dict[str, float]] = {"stages_s": {}, "stages_cpu_s": {}}
     queue_depth = 0
     per: dict[str, dict[str, Any]] = {}
     loaded: dict[str, dict[str, int]] = {}
@@ -172,9 +207,13 @@ def merge(snapshots: Iterable[dict[str, Any]]) -> dict[str, Any]:
         for name, version in snap.get("loaded", {}).items():
             versions = loaded.setdefault(name, {})
             versions[version] = versions.get(version, 0) + 1
-        queue_depth += int(snap.get("queue_depth", 0))
+        # The inbox is the node's: every worker reports the same queue.
+        queue_depth = max(queue_depth, int(snap.get("queue_depth", 0)))
         for name, value in snap.get("counters", {}).items():
             counters[name] = counters.get(name, 0) + int(value)
+        for field_name, totals in stages.items():
+            for stage, seconds in snap.get(field_name, {}).items():
+                totals[stage] = totals.get(stage, 0.0) + float(seconds)
         for name, s in snap.get("substreams", {}).items():
             m = per.setdefault(
                 name,
@@ -203,9 +242,69 @@ def merge(snapshots: Iterable[dict[str, Any]]) -> dict[str, Any]:
         "workers": workers,
         "queue_depth": queue_depth,
         "counters": counters,
+        # wall and CPU seconds per chunk stage, summed over chunks and workers
+        **stages,
         "substreams": per,
         # name -> {version: number of workers that have it loaded}
         "loaded": loaded,
         # per worker: how many plugins it failed to load
         "load_failures": load_failures,
     }
+
+
+_CLUSTER_FILE = "cluster.json"
+
+
+def write_cluster_view(state_dir: Path, nodes: dict[str, Any]) -> None:
+    """Store the live nodes' reports (node -> {substreams, updated_at}) by rename."""
+    path = state_dir / _CLUSTER_FILE
+    tmp = state_dir / f".{_CLUSTER_FILE}.{os.getpid()}.tmp"
+    tmp.write_text(json.dumps({"at": time.time(), "nodes": nodes}))
+    tmp.replace(path)
+
+
+def read_cluster_view(state_dir: Path, *, stale_s: float) -> dict[str, Any]:
+    """node -> {substreams: {name: [versions]}, updated_at}; empty when there is no view
+    or it is older than ``stale_s`` (ZooKeeper down: nothing is claimed about others)."""
+    try:
+        view = json.loads((state_dir / _CLUSTER_FILE).read_text())
+    except (OSError, ValueError):
+        return {}
+    if time.time() - float(view.get("at", 0)) > stale_s:
+        return {}
+    nodes = view.get("nodes", {})
+    return nodes if isinstance(nodes, dict) else {}
+
+
+def version_conflicts(
+    loaded: dict[str, dict[str, int]], node: str, cluster: dict[str, Any]
+) -> dict[str, dict[str, Any]]:
+    """Where versions of a substream disagree, between this node's workers or nodes.
+
+    Args:
+        loaded: :func:`merge`'s ``loaded``: name -> {version: workers that have it}.
+        node: this node's name (left out of ``cluster``).
+        cluster: :func:`read_cluster_view`.
+
+    Returns:
+        name -> {"workers": {version: n}} when this node's workers differ, and/or
+        {"nodes": {node: [versions] or []}} for each other node whose versions differ
+        from this node's (``[]``: that node has not loaded it).
+    """
+    conflicts: dict[str, dict[str, Any]] = {}
+    others = {n: info.get("substreams", {}) for n, info in cluster.items() if n != node}
+    for name in sorted(set(loaded).union(*others.values())):
+        mine = loaded.get(name, {})
+        entry: dict[str, Any] = {}
+        if len(mine) > 1:
+            entry["workers"] = dict(sorted(mine.items()))
+        differing = {
+            other: sorted(subs.get(name, []))
+            for other, subs in sorted(others.items())
+            if sorted(subs.get(name, [])) != sorted(mine)
+        }
+        if differing:
+            entry["nodes"] = differing
+        if entry:
+            conflicts[name] = entry
+    return conflicts

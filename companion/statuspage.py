@@ -1,8 +1,9 @@
 """The node's status page: one HTML document, no external assets, plots as inline SVG.
 
 For each substream: state (enabled, disabled, load failed), version, runs, ok, failures
-by kind, p50/p99 wall time, last error, and two small plots over the last ten minutes
-(runs and failures per 10 s; slowest run per 10 s). A tiny inline script records each
+by kind, p50/p99 wall time, last error, two small plots over the last ten minutes
+(runs and failures per 10 s; slowest run per 10 s), and, when they disagree, the
+versions this node's workers and the other live nodes have loaded. A tiny inline script records each
 plot's drawn size in ``data-drawn-width`` so a headless browser test can check that
 the plots were laid out. Pure logic, no I/O.
 """
@@ -29,6 +30,7 @@ th,td{border-bottom:1px solid #ddd;padding:4px 8px;text-align:left;vertical-alig
 th{background:#f4f4f4}
 .state-enabled{color:#1a7f37;font-weight:bold}
 .state-disabled,.state-load-failed{color:#c62828;font-weight:bold}
+.versions{color:#b26a00;font-weight:bold}
 .err{font-family:monospace;font-size:12px;max-width:24em;white-space:pre-wrap;word-break:break-word}
 td.name{max-width:14em;overflow-wrap:anywhere}
 td.charts{white-space:nowrap;width:250px}
@@ -44,6 +46,19 @@ for (const svg of document.querySelectorAll('svg.plot')) {
 }
 document.body.setAttribute('data-rendered', 'yes');
 """
+
+
+def _conflict_text(conflict: Mapping[str, Any] | None) -> str:
+    """'versions differ: workers a (1), b (1); node n2 has c' or '' when all agree."""
+    if not conflict:
+        return ""
+    parts = []
+    if "workers" in conflict:
+        counts = ", ".join(f"{v} ({n})" for v, n in conflict["workers"].items())
+        parts.append(f"workers {counts}")
+    for node, versions in conflict.get("nodes", {}).items():
+        parts.append(f"node {node} has {', '.join(versions) or 'none'}")
+    return "versions differ: " + "; ".join(parts)
 
 
 def _fmt_ms(value: float | None) -> str:
@@ -146,12 +161,17 @@ def render_status(
         if state == "disabled" and marker is not None:
             last_error = f"disabled: {marker.get('reason', '')}\n{last_error}"
         where = f" (key {s['last_error_key']})" if s.get("last_error_key") else ""
+        conflict = _conflict_text(merged.get("version_conflicts", {}).get(name))
+        agreement = "disagree" if conflict else "agree"
         series = _series({int(k): v for k, v in s.get("series", {}).items()}, now)
         reads = "all" if not info or not info["types"] else ", ".join(info["types"])
         rows.append(
-            f'<tr class="substream" data-name="{esc(name)}" data-state="{state}">'
+            f'<tr class="substream" data-name="{esc(name)}" data-state="{state}"'
+            f' data-versions="{agreement}">'
             f'<td class="name">{esc(name)}<br>'
-            f"<small>{esc(version)} · reads {esc(reads)}</small></td>"
+            f"<small>{esc(version)} · reads {esc(reads)}</small>"
+            + (f'<br><small class="versions">{esc(conflict)}</small>' if conflict else "")
+            + "</td>"
             f'<td class="state state-{state}">{state}</td>'
             f'<td class="runs">{s.get("runs", 0)}</td><td class="ok">{s.get("ok", 0)}</td>'
             f'<td class="failures">{esc(failure_text) or "none"}</td>'

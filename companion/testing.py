@@ -197,6 +197,7 @@ def start_stack(
     hook: dict[str, Any] | None = None,
     zk_hosts: str = "",
     zk_root: str = "/riak-events",
+    zk_health_interval_s: float | None = None,
 ) -> Stack:
     """Start a devnode whose hook drives a companion, with these plugin files.
 
@@ -207,6 +208,7 @@ def start_stack(
         hook: the devnode's ``[hook]`` settings.
         zk_hosts: ZooKeeper for the companion (empty: none).
         zk_root: the companion's ZooKeeper root.
+        zk_health_interval_s: refresh of the live znode and of the cluster view.
     """
     plugin_dir = root / "plugins"
     plugin_dir.mkdir(parents=True)
@@ -233,6 +235,8 @@ def start_stack(
     lines += ["[riak]", f'nodes = ["{devnode.url}"]']
     if zk_hosts:
         lines += ["[zookeeper]", f'hosts = "{zk_hosts}"', f'root = "{zk_root}"']
+        if zk_health_interval_s is not None:
+            lines.append(f"health_interval_s = {zk_health_interval_s}")
     config = root / "companion.toml"
     config.write_text("\n".join(lines) + "\n")
     process = CompanionProcess(config, port=port)

@@ -9,16 +9,16 @@ consumers never wait for a result that will not come; (4) decode each chunk once
 Algorithm::
 
     submit(epoch, dc, keys):                    # from POST /v1/keys, never blocks
-        for key in keys:
-            queue.put_nowait(Item(key, deadline=now + max_wait_s))  or  shed(key, "queue full")
-    each of `threads` threads:
-        item = queue.get()
+        for key in keys:                        # the inbox is the node's, shared by workers
+            inbox.put(Item(key, deadline=now + max_wait_s))  or  shed(key, "queue full")
+    each of `threads` threads of every worker:
+        item = inbox.get()                      # whichever thread is free takes it
         if now > item.deadline: shed(item.key, "waited too long"); continue
         subs = enabled substreams matching (type, subtype)     # none: nothing to do
         blob = GET events/<key> from the local node; events = unpack_blob(blob)  # once
         outcomes = sandbox.run_substreams(subs, events)        # forked child(ren), isolation
-        for each: PUT substreams/<name>/<key> = ok value or marked failure
-                  count consecutive failures; disable at disable_after
+        PUT substreams/<name>/<key> = ok value or marked failure, all at once (writers)
+        count consecutive failures node-wide; disable at disable_after
     shed(key, reason): a separate thread PUTs status "shed" for every matching
         substream (bounded queue; when even that is full, nothing is written and the
         consumer falls back when it finds no result).
@@ -26,14 +26,15 @@ Algorithm::
 Failure scenarios:
 1. A plugin misbehaves: contained by the sandbox; its result is marked; the others of
    the same chunk are stored normally.
-2. Arrivals above capacity: the queue fills; arrivals are shed at once and marked.
+2. Arrivals above capacity: the node's inbox fills; arrivals are shed at once and marked.
 3. A chunk waits longer than ``max_wait_s`` (slow plugins ahead of it): shed, marked.
 4. The chunk cannot be read (404, checksum mismatch, not Sereal): every matching
    substream's result is marked ``error`` naming the cause.
 5. Riak refuses a result write: counted ``results_not_stored``, logged; the consumer
    falls back on a missing result. Nothing is retried beyond the client's own retries.
-6. The worker process stops: queued chunks are lost (at most ``queue_max``); the
-   auditor, or the consumer's fallback, covers them.
+6. The worker process stops: the chunks its threads were processing are lost (the
+   queued ones stay in the node's inbox for the other workers); the auditor, or the
+   consumer's fallback, covers them.
 """
 
 from __future__ import annotations
@@ -44,10 +45,12 @@ import queue
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 
+from companion import defaults
 from companion.disabled import DisabledSet
 from companion.errors import ChunkUnreadable
+from companion.inbox import Inbox, InboxItem
 from companion.settings import CompanionSettings
 from companion.signals import EngineSignals
 from eventstore.blob import unpack_blob
@@ -63,17 +66,33 @@ log = logging.getLogger(__name__)
 
 __all__ = ["Engine", "WorkItem"]
 
-
-@dataclass(frozen=True)
-class WorkItem:
-    """One chunk waiting to be processed."""
-
-    key: ChunkKey
-    arrived: float
-    deadline: float
-
+#: One chunk waiting to be processed.
+WorkItem = InboxItem
+#: One result to store: the substream, the value, its status.
+Write = tuple[Substream, bytes, Status]
 
 _STOP = None
+
+
+class _Laps:
+    """Wall-clock and CPU seconds (of the calling thread) of each stage of one chunk."""
+
+    def __init__(self, clock: Callable[[], float]) -> None:
+        self._clock = clock
+        self.started = self._last = clock()
+        self._last_cpu = time.thread_time()
+        self.wall: dict[str, float] = {}
+        self.cpu: dict[str, float] = {}
+
+    def lap(self, stage: str, *, extra_cpu_s: float = 0.0) -> None:
+        now, cpu = self._clock(), time.thread_time()
+        self.wall[stage] = now - self._last
+        self.cpu[stage] = cpu - self._last_cpu + extra_cpu_s
+        self._last, self._last_cpu = now, cpu
+
+
+#: How often an idle chunk thread looks at whether the engine is stopping, seconds.
+_IDLE_POLL_S = 0.2
 
 
 class Engine:
@@ -84,8 +103,11 @@ class Engine:
         riak: a client of the local node.
         plugins: the plugin set (refreshed by :meth:`reload` and its thread).
         signals: lifecycle signals for metrics and statistics.
-        disabled: the node's disabled substreams.
-        clock: monotonic clock (injected for tests).
+        disabled: the node's disabled substreams and failure counts.
+        inbox: the node's queue, shared by the workers (made in the gunicorn master);
+            default: one of this engine's own, holding ``queue_max`` chunks.
+        clock: monotonic clock (injected for tests; the inbox's deadlines use it, so
+            every process sharing an inbox must use the system's monotonic clock).
     """
 
     def __init__(
@@ -96,6 +118,7 @@ class Engine:
         *,
         signals: EngineSignals | None = None,
         disabled: DisabledSet | None = None,
+        inbox: Inbox | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.settings = settings
@@ -104,13 +127,17 @@ class Engine:
         self.signals = signals or EngineSignals()
         self.disabled = disabled or DisabledSet(settings.state_dir / "disabled")
         self._clock = clock
-        self._queue: queue.Queue[WorkItem | None] = queue.Queue(settings.queue_max)
+        self._owns_inbox = inbox is None
+        self._inbox = inbox or Inbox(settings.queue_max)
         self._shed_queue: queue.Queue[tuple[ChunkKey, str] | None] = queue.Queue(
             settings.queue_max * 16
         )
+        # Result writes of a chunk go out at once: the store commits concurrent writes
+        # together (the devnode in one fsync; Riak's vnodes in parallel).
+        self._writers = ThreadPoolExecutor(
+            max(1, settings.threads) * defaults.RESULT_WRITERS, thread_name_prefix="companion-put"
+        )
         self._plugins_lock = threading.Lock()
-        self._failures_in_a_row: dict[str, int] = {}
-        self._failures_lock = threading.Lock()
         self._stopping = threading.Event()
         self._threads: list[threading.Thread] = []
 
@@ -128,23 +155,21 @@ class Engine:
         return self
 
     def stop(self, timeout_s: float = 5.0) -> None:
-        """Stop the threads; chunks still queued are dropped (logged)."""
+        """Stop the threads. Chunks still queued in an inbox of this engine's own are
+        dropped (logged); a shared inbox keeps them for the other workers."""
         self._stopping.set()
-        dropped = 0
-        while True:
-            try:
-                if self._queue.get_nowait() is not None:
-                    dropped += 1
-            except queue.Empty:
-                break
-        if dropped:
-            log.warning("companion stopping: %d queued chunks not processed", dropped)
-        for q in [self._queue] * self.settings.threads + [self._shed_queue]:
-            with contextlib.suppress(queue.Full):  # daemon threads; joined with a timeout
-                q.put_nowait(_STOP)
+        if self._owns_inbox:
+            dropped = self._inbox.drain()
+            if dropped:
+                log.warning("companion stopping: %d queued chunks not processed", dropped)
+        with contextlib.suppress(queue.Full):  # daemon threads; joined with a timeout
+            self._shed_queue.put_nowait(_STOP)
         deadline = time.monotonic() + timeout_s
         for thread in self._threads:
             thread.join(max(0.0, deadline - time.monotonic()))
+        self._writers.shutdown(wait=False, cancel_futures=True)
+        if self._owns_inbox:
+            self._inbox.close()
 
     def alive(self) -> bool:
         """Whether every thread of the engine is running."""
@@ -165,8 +190,8 @@ class Engine:
     # -- admission ---------------------------------------------------------------------
 
     def queue_depth(self) -> int:
-        """Chunks waiting now."""
-        return self._queue.qsize()
+        """Chunks waiting now (in the node's inbox, when shared)."""
+        return self._inbox.depth()
 
     def submit(self, epoch: int, dc: str, keys: Sequence[ChunkKey]) -> tuple[int, int]:
         """Admit the keys of one key group; never blocks.
@@ -177,17 +202,20 @@ class Engine:
         now = self._clock()
         accepted = shed = 0
         for key in keys:
-            item = WorkItem(key, now, now + self.settings.max_wait_s)
+            reason = "queue full"
             try:
-                self._queue.put_nowait(item)
+                admitted = self._inbox.put(WorkItem(key, now, now + self.settings.max_wait_s))
+            except ValueError as e:  # a key longer than a record: never a valid chunk key
+                admitted, reason = False, str(e)
+            if admitted:
                 accepted += 1
-            except queue.Full:
+            else:
                 shed += 1
-                self.shed(key, "queue full")
+                self.shed(key, reason)
         self.signals.key_group.send(epoch=epoch, dc=dc, accepted=accepted, shed=shed)
         if shed:
             log.warning(
-                "companion: epoch=%d dc=%s: %d of %d keys shed (queue full)",
+                "companion: epoch=%d dc=%s: %d of %d keys shed (inbox full)",
                 epoch,
                 dc,
                 shed,
@@ -239,48 +267,62 @@ class Engine:
         ]
 
     def _work(self) -> None:
-        while True:
-            item = self._queue.get()
-            if item is _STOP or self._stopping.is_set():
-                return
+        while not self._stopping.is_set():
+            item = self._inbox.get(_IDLE_POLL_S)
+            if item is None:
+                continue
             try:
                 if self._clock() > item.deadline:
                     self.shed(item.key, f"waited over {self.settings.max_wait_s}s")
                     continue
-                self.process(item.key)
+                self.process(item.key, arrived=item.arrived)
             except Exception:
                 log.exception("companion: key=%s: processing failed", item.key)
 
-    def process(self, key: ChunkKey) -> list[tuple[Substream, Outcome]]:
+    def process(
+        self, key: ChunkKey, *, arrived: float | None = None
+    ) -> list[tuple[Substream, Outcome]]:
         """Fetch, decode once, run every matching substream sandboxed, store results.
+
+        Args:
+            key: the chunk.
+            arrived: when its key group arrived (clock time), for the wait stage.
 
         Returns:
             Each substream run with its outcome (empty when none matched or the chunk
             was unreadable).
         """
+        laps = _Laps(self._clock)
         candidates = [
             s for s in self.plugins.substreams.values() if s.matches(key.type, key.subtype)
         ]
         subs = []
+        skipped: list[Write] = []
         for sub in candidates:
             if self.disabled.is_disabled(sub.name, sub.version):
                 # A marked result, so consumers fall back at once instead of waiting.
                 value = error_value("error", sub.name, sub.version, "disabled: on this node")
-                self._store(sub, key, value, "error")
+                skipped.append((sub, value, "error"))
             else:
                 subs.append(sub)
         if not subs:
+            self._store_all(key, skipped)
             return []
         try:
-            events = self._read_chunk(key)
+            blob = self._fetch_chunk(key)
+            laps.lap("fetch")
+            events = self._decode_chunk(key, blob)
         except ChunkUnreadable as e:
             self.signals.chunk_unreadable.send(key=key, error=str(e))
             log.warning(
                 "companion: key=%s epoch=%d dc=%s unreadable: %s", key, key.epoch, key.dc, e
             )
-            for sub in subs:
-                self._store(sub, key, error_value("error", sub.name, sub.version, str(e)), "error")
+            failed: list[Write] = [
+                (s, error_value("error", s.name, s.version, str(e)), "error") for s in subs
+            ]
+            self._store_all(key, skipped + failed)
             return []
+        laps.lap("decode")
         outcomes = run_substreams(
             subs,
             events,
@@ -289,8 +331,13 @@ class Engine:
             max_parallel=self.settings.max_parallel,
             isolation=self.settings.isolation,
         )
-        done = []
-        for sub, outcome in zip(subs, outcomes, strict=True):
+        laps.lap("sandbox")
+        done = list(zip(subs, outcomes, strict=True))
+        writes: list[Write] = [(sub, stored_value(sub, o), o.status) for sub, o in done]
+        pending = self._start_writes(key, skipped + writes)
+        del events, blob  # freed while the results are on their way
+        laps.lap("free")
+        for sub, outcome in done:
             self.signals.run_finished.send(
                 substream=sub.name,
                 version=sub.version,
@@ -310,22 +357,29 @@ class Engine:
                     sub.name,
                     outcome.error,
                 )
-            self._store(sub, key, stored_value(sub, outcome), outcome.status)
+        writers_cpu_s = self._finish_writes(pending)
+        for sub, outcome in done:
             self._track(sub, outcome)
-            done.append((sub, outcome))
-        self.signals.chunk_processed.send(key=key, runs=len(done))
+        laps.lap("store", extra_cpu_s=writers_cpu_s)
+        laps.wall["wait"] = laps.started - arrived if arrived is not None else 0.0
+        laps.cpu["plugins"] = sum(o.cpu_s for o in outcomes)
+        self.signals.chunk_processed.send(
+            key=key, runs=len(done), stages=laps.wall, stages_cpu=laps.cpu
+        )
         return done
 
-    def _read_chunk(self, key: ChunkKey) -> list[Event]:
+    def _fetch_chunk(self, key: ChunkKey) -> bytes:
         ns = self.settings.namespaces
         try:
-            obj = self.riak.get(*ns.chunk_location(key))
+            return self.riak.get(*ns.chunk_location(key)).value
         except NotFound as e:
             raise ChunkUnreadable(f"chunk_unreadable: {key} not found") from e
         except RiakError as e:
             raise ChunkUnreadable(f"chunk_unreadable: {key} could not be read: {e}") from e
+
+    def _decode_chunk(self, key: ChunkKey, blob: bytes) -> list[Event]:
         try:
-            events = unpack_blob(obj.value, key=key.format())
+            events = unpack_blob(blob, key=key.format())
         except EventStoreError as e:
             raise ChunkUnreadable(f"chunk_unreadable: {e}") from e
         if not isinstance(events, list):
@@ -336,7 +390,22 @@ class Engine:
         # (substreams.helpers), so they are passed on as they are.
         return events
 
-    def _store(self, sub: Substream, key: ChunkKey, value: bytes, status: Status) -> None:
+    def _store_all(self, key: ChunkKey, writes: Sequence[Write]) -> float:
+        """Store a chunk's results concurrently; returns when every write has ended,
+        with the CPU seconds the writer threads spent."""
+        return self._finish_writes(self._start_writes(key, writes))
+
+    def _start_writes(self, key: ChunkKey, writes: Sequence[Write]) -> list[Future[float]]:
+        return [self._writers.submit(self._store, key, *w) for w in writes]
+
+    @staticmethod
+    def _finish_writes(pending: list[Future[float]]) -> float:
+        wait(pending)
+        return sum(f.result() for f in pending)
+
+    def _store(self, key: ChunkKey, sub: Substream, value: bytes, status: Status) -> float:
+        """Store one result (failures are logged and signalled); returns its CPU seconds."""
+        cpu = time.thread_time()
         location = self.settings.namespaces.substream_location(sub.name, key)
         try:
             self.riak.put(*location, value)
@@ -349,27 +418,23 @@ class Engine:
                 sub.name,
                 e,
             )
-            return
+            return time.thread_time() - cpu
         self.signals.result_stored.send(substream=sub.name, key=key, status=status)
+        return time.thread_time() - cpu
 
     def _track(self, sub: Substream, outcome: Outcome) -> None:
-        with self._failures_lock:
-            if outcome.ok:
-                self._failures_in_a_row.pop(sub.name, None)
-                return
-            n = self._failures_in_a_row.get(sub.name, 0) + 1
-            self._failures_in_a_row[sub.name] = n
-        if n >= self.settings.disable_after:
-            reason = f"{n} failures in a row, last: {outcome.error}"
-            self.disabled.disable(sub.name, sub.version, reason)
-            with self._failures_lock:
-                self._failures_in_a_row.pop(sub.name, None)
-            self.signals.substream_disabled.send(
-                substream=sub.name, version=sub.version, reason=reason
-            )
-            log.error(
-                "companion: substream=%s version=%s disabled: %s", sub.name, sub.version, reason
-            )
+        """Count consecutive failures node-wide (every worker shares the count)."""
+        if outcome.ok:
+            self.disabled.clear_failures(sub.name)
+            return
+        n = self.disabled.count_failure(sub.name, sub.version)
+        if n < self.settings.disable_after:
+            return
+        reason = f"{n} failures in a row on this node, last: {outcome.error}"
+        if not self.disabled.disable(sub.name, sub.version, reason):
+            return  # another worker disabled it first
+        self.signals.substream_disabled.send(substream=sub.name, version=sub.version, reason=reason)
+        log.error("companion: substream=%s version=%s disabled: %s", sub.name, sub.version, reason)
 
     def _shed_work(self) -> None:
         while True:
@@ -378,7 +443,8 @@ class Engine:
                 return
             key, reason = item
             subs = self.matching(key)
-            for sub in subs:
-                value = error_value("shed", sub.name, sub.version, f"shed: {reason}")
-                self._store(sub, key, value, "shed")
+            writes = [
+                (s, error_value("shed", s.name, s.version, f"shed: {reason}"), "shed") for s in subs
+            ]
+            self._store_all(key, writes)  # type: ignore[arg-type]
             self.signals.chunk_shed.send(key=key, substreams=[s.name for s in subs], reason=reason)

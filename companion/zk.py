@@ -3,9 +3,12 @@
 Runs in gunicorn's master process (``when_ready``), not in the workers: one session per
 node. ``<root>/companions/<node>`` is an ephemeral znode holding JSON
 ``{"node", "endpoints": {"companion", "riak"}, "health", "pid", "started_at",
-"updated_at"}``; clients list the children to pick a random live node. Health is
-refreshed every ``interval_s`` from a callable (the master reads the workers' status
-snapshots).
+"updated_at"}``; clients list the children to pick a random live node. Health
+(including the versions of the substreams the node's workers have loaded) is refreshed
+every ``interval_s`` from a callable (the master reads the workers' status snapshots).
+At each refresh the master also reads every live node's znode and writes what they
+report into ``<state_dir>/cluster.json`` (by rename), so the status page can show where
+nodes disagree on a substream's version.
 
 Failure semantics: kazoo reconnects by itself; an ephemeral znode lost with an expired
 session is created again at the next refresh. ZooKeeper being down never stops the
@@ -23,6 +26,7 @@ from collections.abc import Callable
 from typing import Any
 
 from companion.settings import CompanionSettings
+from companion.stats import write_cluster_view
 from substreams.registry import RegistryMirror
 
 log = logging.getLogger(__name__)
@@ -80,6 +84,26 @@ class ZooKeeperPresence:
                 self.client.create(self.znode, data, ephemeral=True)
             except NodeExistsError:
                 self.client.set(self.znode, data)
+        self._write_cluster_view()
+
+    def _write_cluster_view(self) -> None:
+        """Write what every live node reports to ``<state_dir>/cluster.json``."""
+        from kazoo.exceptions import NoNodeError  # noqa: PLC0415
+
+        root = f"{self.settings.zk_root}/companions"
+        nodes: dict[str, Any] = {}
+        for child in self.client.get_children(root):
+            try:
+                raw, _ = self.client.get(f"{root}/{child}")
+                info = json.loads(raw)
+            except (NoNodeError, ValueError):
+                continue  # gone meanwhile, or not ours
+            health = info.get("health") or {}
+            nodes[str(info.get("node", child))] = {
+                "substreams": health.get("substreams", {}),
+                "updated_at": info.get("updated_at"),
+            }
+        write_cluster_view(self.settings.state_dir, nodes)
 
     def start(self, *, timeout_s: float = 10.0) -> ZooKeeperPresence:
         """Connect, register, start mirroring the registry and the refresh thread."""

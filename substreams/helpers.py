@@ -14,7 +14,9 @@ Pure logic, no I/O.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
+from functools import lru_cache
 from typing import Any
 
 __all__ = ["MISSING", "count_by", "dig", "pick", "where"]
@@ -40,20 +42,34 @@ def dig(event: Any, path: str, default: Any = None) -> Any:
     Returns:
         The value at ``path``, or ``default``.
     """
+    if isinstance(event, dict) and "." not in path:  # the common case: one plain field
+        return event.get(path, default)
     node = event
-    for part in path.split("."):
+    for part, index in _steps(path):
         if isinstance(node, Mapping):
             if part not in node:
                 return default
             node = node[part]
-        elif isinstance(node, list | tuple) and part.lstrip("-").isdigit():
-            index = int(part)
+        elif index is not None and isinstance(node, list | tuple):
             if not -len(node) <= index < len(node):
                 return default
             node = node[index]
         else:
             return default
     return node
+
+
+@lru_cache(maxsize=4096)
+def _steps(path: str) -> tuple[tuple[str, int | None], ...]:
+    """A dotted path split once: each part, and its list index when it is a number."""
+    return tuple((part, _index(part)) for part in path.split("."))
+
+
+def _index(part: str) -> int | None:
+    try:
+        return int(part) if part.lstrip("-").isdigit() else None
+    except ValueError:  # "--1"
+        return None
 
 
 def pick(event: Any, *paths: str, rename: Mapping[str, str] | None = None) -> dict[str, Any]:
@@ -112,10 +128,11 @@ def count_by(events: Iterable[Any], *paths: str, missing: str = "") -> dict[str,
         missing: written for an absent value.
 
     Returns:
-        group -> count.
+        group -> count, in order of first appearance.
     """
-    counts: dict[str, int] = {}
-    for event in events:
-        group = "|".join(str(dig(event, p, missing)) for p in paths)
-        counts[group] = counts.get(group, 0) + 1
-    return counts
+    if len(paths) == 1:
+        (path,) = paths
+        counts = Counter(str(dig(event, path, missing)) for event in events)
+    else:
+        counts = Counter("|".join(str(dig(event, p, missing)) for p in paths) for event in events)
+    return dict(counts)

@@ -27,6 +27,8 @@ def url_latency(events: list[dict[str, Any]], ctx: Context) -> dict[str, Any]:
         if h is None:
             h = urls[url] = {"count": 0, "sum_ms": 0.0, "buckets": [0] * (len(BOUNDS_MS) + 1)}
         h["count"] += 1
-        h["sum_ms"] = round(h["sum_ms"] + ms, 3)
+        h["sum_ms"] += ms
         h["buckets"][bisect_left(BOUNDS_MS, ms)] += 1
+    for h in urls.values():
+        h["sum_ms"] = round(h["sum_ms"], 3)
     return {"epoch": ctx.epoch, "bounds_ms": list(BOUNDS_MS), "urls": urls}

@@ -32,6 +32,7 @@ def test_settings_from_a_file_with_cli_overrides(tmp_path: Path) -> None:
     assert settings.state_dir == tmp_path / "st"
     assert settings.riak.nodes == ("http://10.0.0.1:8098",)
     assert settings.zk_hosts == "z:2181"
+    assert settings.zk_health_interval_s == 10.0
     assert settings.allows("10.1.2.3") and not settings.allows("127.0.0.1")
     assert not settings.allows("testclient") and not settings.allows(None)
 
@@ -49,6 +50,7 @@ def test_settings_from_a_file_with_cli_overrides(tmp_path: Path) -> None:
         ("[companion]\nisolation = 'none'\n", "isolation"),
         ("[companion]\nnode = 'x'\n[ring]\nnodes = ['a', 'b']\n", "node must be one of"),
         ("[ring]\nring_size = 0\n", "ring_size"),
+        ("[zookeeper]\nhealth_interval_s = 0\n", "health_interval_s"),
     ],
 )
 def test_bad_settings_name_the_key(tmp_path: Path, text: str, message: str) -> None:
@@ -173,3 +175,10 @@ def test_the_app_accepts_key_groups_only_from_peers_and_only_well_formed(tmp_pat
     assert b"is not of epoch 1" in results[2][1]
     assert json.loads(results[6][1])["status"] == "ok"
     assert b"no substreams loaded" in results[7][1]
+
+
+def test_the_example_config_loads_as_documented() -> None:
+    example = Path(__file__).parents[3] / "companion" / "example-config.toml"
+    settings = load(example)
+    assert settings.queue_max == 64 and settings.disable_after == 5
+    assert settings.zk_health_interval_s == 10.0

@@ -96,6 +96,23 @@ def test_helpers_never_raise_on_odd_events() -> None:
     assert count_by(events, "host", "http.status", missing="-") == {"a|503": 1, "b|-": 1, "a|-": 1}
 
 
+def test_helpers_treat_every_kind_of_mapping_and_path_alike() -> None:
+    from types import MappingProxyType
+
+    plain = {"a": {"b": [10, 20]}, "a.b": "literal", "--1": "dashes"}
+    proxy = MappingProxyType(plain)
+    for event in (plain, proxy):
+        assert dig(event, "a.b.-1") == 20
+        assert dig(event, "a.b.--1", "d") == "d"  # not an index, not a key
+        assert dig(event, "a.b") == [10, 20]  # a dotted path is a path, never a key
+        assert dig(event, "--1") == "dashes"
+        assert dig(event, "missing", 0) == 0
+    assert dig([1, 2], "0") == 1 and dig((1, 2), "5", "x") == "x"
+    counts = count_by([{"k": "z"}, {"k": 1}, {}, {"k": "z"}], "k", missing="?")
+    assert counts == {"z": 2, "1": 1, "?": 1} and type(counts) is dict
+    assert list(counts) == ["z", "1", "?"]  # first appearance first
+
+
 def test_result_values_round_trip_with_their_status() -> None:
     ok = read_result(ok_value("web_5xx", "abc", [{"url": "/", "ms": 1.5}]))
     assert (ok.status, ok.substream, ok.version, ok.result, ok.error) == (
