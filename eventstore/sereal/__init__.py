@@ -3,7 +3,7 @@
 Our own implementation of the format (protocol 1 to 5, see ``DESIGN.md`` beside this
 file): :func:`encode`, :func:`decode`, :func:`decode_header`, :func:`looks_like_sereal`, and
 :func:`decode_json_lines` / :func:`decode_json_packed` (an array body straight to JSON
-texts, for Spark).
+texts, for Spark) and :func:`decode_variant_packed` (the same events as Spark Variants).
 The body codec is the compiled core when ``eventstore.sereal._sereal`` was built, else
 the pure-Python reference (``IMPLEMENTATION`` says which); ``eventstore.sereal.pure``
 always uses the reference.
@@ -48,6 +48,7 @@ decode = _codec.decode
 decode_header = _codec.decode_header
 decode_json_lines = _codec.decode_json_lines
 decode_json_packed = _codec.decode_json_packed
+decode_variant_packed = _codec.decode_variant_packed
 looks_like_sereal = Codec.looks_like_sereal
 
 __all__ = [
@@ -74,6 +75,7 @@ __all__ = [
     "decode_header",
     "decode_json_lines",
     "decode_json_packed",
+    "decode_variant_packed",
     "encode",
     "looks_like_sereal",
 ]

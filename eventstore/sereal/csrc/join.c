@@ -19,6 +19,11 @@
  * bytes, which must be uncompressed (protocol 1-5, any header suffix): the producers'
  * common case, located here without any Python code per part.
  *
+ * Runs of whole documents are joined with the GIL released (add_quietly): the walk
+ * raises nothing and allocates nothing then (srl_walk_quiet); a part that would need
+ * either is dropped from the output and joined again with the GIL, which allocates or
+ * raises exactly as before. Parts given as tuples are joined with the GIL held.
+ *
  * Depth: the joined body's REFN ARRAY takes one level, so a part may nest at most
  * max_depth - 1 levels (counted as the decoder counts them): whatever join_bodies
  * returns decodes with max_depth. */
@@ -76,10 +81,15 @@ joiner_reset(Joiner *j, const uint8_t *data, Py_ssize_t pos, Py_ssize_t end,
 {
     Walk *w = &j->w;
     if (base < -(PY_SSIZE_T_MAX / 4) || base > PY_SSIZE_T_MAX / 4) {
-        PyErr_SetString(PyExc_ValueError, "base out of range");
+        if (!srl_walk_quiet)
+            PyErr_SetString(PyExc_ValueError, "base out of range");
         return -1;
     }
     Py_ssize_t need = (end - pos) / 8 + 1;
+    /* Without the GIL: no allocation, and no table big enough to be freed on clear. */
+    if (srl_walk_quiet && (need > j->bitmap_cap || w->tracked.bits > 12 ||
+                           w->class_names.bits > 12 || w->new_offset.bits > 12))
+        return -1;
     if (need > j->bitmap_cap) {
         PyMem_Free(w->tag_starts);
         PyMem_Free(w->targets);
@@ -135,6 +145,8 @@ join_part(Joiner *j, SrlBuf *out, const uint8_t *data, Py_ssize_t pos, Py_ssize_
         Py_ssize_t from = pos;
         while ((data[from] & 0x7f) == SRL_PAD)
             from++;
+        if (srl_walk_quiet && out->cap - out->len < item_end - from)
+            return -1;
         return srl_buf_put_bytes(out, data + from, item_end - from);
     }
     /* Emit straight into `out`: the walker's offsets are its output length + 1. */
@@ -153,6 +165,8 @@ join_part(Joiner *j, SrlBuf *out, const uint8_t *data, Py_ssize_t pos, Py_ssize_
 static int
 bad_header(const char *msg)
 {
+    if (srl_walk_quiet)
+        return -1;
     PyObject *errors = PyImport_ImportModule("eventstore.sereal.errors");
     PyObject *cls = errors == NULL ? NULL : PyObject_GetAttrString(errors, "BadHeader");
     Py_XDECREF(errors);
@@ -222,6 +236,42 @@ add_part(Joiner *j, SrlBuf *out, PyObject *part, Py_ssize_t i, int max_depth)
     return rc;
 }
 
+/* Join parts from i on without the GIL while they are whole documents (bytes) and
+ * need nothing from Python: no allocation (the bitmaps and the output buffer are
+ * sized first, with the GIL), no error. Returns the index of the first part not
+ * joined (n: all); its partial output is dropped, the caller redoes it with the GIL. */
+static Py_ssize_t
+add_quietly(Joiner *j, SrlBuf *out, PyObject **items, Py_ssize_t i, Py_ssize_t n,
+            int max_depth)
+{
+    Py_ssize_t stop = i, longest = 0, total = 0;
+    while (stop < n && PyBytes_CheckExact(items[stop])) {
+        Py_ssize_t len = PyBytes_GET_SIZE(items[stop]);
+        longest = len > longest ? len : longest;
+        total += len;
+        stop++;
+    }
+    if (stop == i || joiner_reset(j, (const uint8_t *)"", 0, longest, 0, max_depth) < 0 ||
+        srl_buf_reserve(out, total + total / 8 + 64) < 0) {
+        PyErr_Clear(); /* the part is done again with the GIL, which raises if need be */
+        return i;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    srl_walk_quiet = 1;
+    for (; i < stop; i++) {
+        const uint8_t *d = (const uint8_t *)PyBytes_AS_STRING(items[i]);
+        Py_ssize_t len = PyBytes_GET_SIZE(items[i]), pos = 0, base = 0, mark = out->len;
+        if (document_body(d, len, &pos, &base) < 0 ||
+            join_part(j, out, d, pos, len, base, max_depth) < 0) {
+            out->len = mark;
+            break;
+        }
+    }
+    srl_walk_quiet = 0;
+    Py_END_ALLOW_THREADS
+    return i;
+}
+
 /* The output buffer is kept from one join to the next (up to SCRATCH_KEEP bytes): a
  * fresh multi-megabyte buffer per chunk costs a page fault per 4 KB, about as much as
  * the walk. Used under the GIL; a nested join (a buffer exporter calling back) takes a
@@ -268,7 +318,8 @@ srl_join_bodies(PyObject *parts, int max_depth)
                      max_depth);
         return NULL;
     }
-    PyObject *seq = PySequence_Fast(parts, "join_bodies needs a sequence of parts");
+    /* A tuple: the parts stay alive (and in place) while the GIL is released. */
+    PyObject *seq = PySequence_Tuple(parts);
     if (seq == NULL)
         return NULL;
     Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
@@ -293,13 +344,19 @@ srl_join_bodies(PyObject *parts, int max_depth)
         srl_buf_put_byte(&out, SRL_REFN) < 0 ||
         srl_buf_put_tag_varint(&out, SRL_ARRAY, (uint64_t)n) < 0)
         goto done;
-    for (Py_ssize_t i = 0; i < n; i++) {
+    Py_ssize_t i = 0;
+    while (i < n) {
+        i = add_quietly(&j, &out, items, i, n, max_depth);
+        if (i == n)
+            break;
+        /* part i: not a whole document, or it needs an allocation or an error raised */
         int rc = add_part(&j, &out, items[i], i, max_depth);
         if (rc < 0) {
             if (rc == -1)
                 name_part(i);
             goto done;
         }
+        i++;
     }
     result = PyBytes_FromStringAndSize((const char *)out.data, out.len);
 done:

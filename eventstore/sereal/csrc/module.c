@@ -5,7 +5,9 @@
  * compiled and pure codecs raise and build the very same classes), and errors.
  * The contract is eventstore/sereal/DESIGN.md. */
 #include "sereal.h"
+#include "frames.h"
 #include "join.h"
+#include "variant.h"
 
 #include <stdarg.h>
 
@@ -144,6 +146,14 @@ static PyMethodDef methods[] = {
      METH_VARARGS | METH_KEYWORDS,
      "join_bodies(parts, max_depth=512) -> bytes\n\n"
      "One body REFN ARRAY n holding the item of each (data, pos, end, base) part."},
+    {"scan_frames", (PyCFunction)(void (*)(void))srl_py_scan_frames,
+     METH_VARARGS | METH_KEYWORDS,
+     "scan_frames(buffer, max_frame_bytes) -> (consumed, data, heads, malformed, oversized)\n\n"
+     "The relocator's intake: complete length-prefixed frames, checked and grouped by header."},
+    {"frame_positions", (PyCFunction)(void (*)(void))srl_py_frame_positions,
+     METH_VARARGS | METH_KEYWORDS,
+     "frame_positions(offsets, base) -> bytes\n\n"
+     "base + each native uint32 of offsets, as native uint64."},
     {"array_to_json_lines", (PyCFunction)(void (*)(void))array_to_json_lines,
      METH_VARARGS | METH_KEYWORDS,
      "array_to_json_lines(data, pos, end, base, binary, max_depth) -> list[bytes]\n\n"
@@ -152,6 +162,10 @@ static PyMethodDef methods[] = {
      METH_VARARGS | METH_KEYWORDS,
      "array_to_json_packed(data, pos, end, base, binary, max_depth) -> (bytes, bytes)\n\n"
      "The same texts back to back, and n + 1 native int64 offsets (as bytes) bounding them."},
+    {"json_to_variant_packed", (PyCFunction)(void (*)(void))srl_py_json_to_variant,
+     METH_VARARGS | METH_KEYWORDS,
+     "json_to_variant_packed(text, offsets, max_depth=512) -> (bytes, bytes, bytes, bytes)\n\n"
+     "Packed JSON texts to Spark Variant values and metadata, each with n + 1 int32 offsets."},
     {NULL, NULL, 0, NULL},
 };
 

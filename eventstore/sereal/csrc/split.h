@@ -47,6 +47,11 @@ void srl_walk_free(Walk *w);
 int srl_walk_item(Walk *w, Py_ssize_t *pos);
 int srl_walk_varint(Walk *w, Py_ssize_t *pos, uint64_t *out);
 int srl_walk_fail(PyObject *cls, Py_ssize_t offset, const char *msg);
+/* Set (per thread) while a walk runs without the GIL (join_bodies): srl_walk_fail
+ * then raises nothing, and a table or output buffer that would have to grow makes
+ * the walk fail instead; the caller redoes that part with the GIL, which gives the
+ * real error or does the allocation. */
+extern _Thread_local int srl_walk_quiet;
 /* Copy the pending run of unchanged bytes to w->out. */
 int srl_walk_flush(Walk *w);
 

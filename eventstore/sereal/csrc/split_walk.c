@@ -8,11 +8,32 @@
 #include <string.h>
 
 
+_Thread_local int srl_walk_quiet;
+
 int
 srl_walk_fail(PyObject *cls, Py_ssize_t offset, const char *msg)
 {
-    srl_raise(cls, offset, "%s", msg);
+    if (!srl_walk_quiet)
+        srl_raise(cls, offset, "%s", msg);
     return -1;
+}
+
+/* srl_offtable_put; quiet: -1 instead of allocating (the caller retries with the GIL). */
+static int
+walk_put(SrlOffTable *t, Py_ssize_t key, intptr_t value)
+{
+    if (srl_walk_quiet && (t->slots == NULL || (t->used + 1) * 2 > ((Py_ssize_t)1 << t->bits)))
+        return -1;
+    return srl_offtable_put(t, key, value);
+}
+
+/* Room for n more output bytes; quiet: -1 instead of growing the buffer. */
+static int
+out_room(Walk *w, Py_ssize_t n)
+{
+    if (w->out.cap - w->out.len >= n)
+        return 0;
+    return srl_walk_quiet ? -1 : srl_buf_grow(&w->out, n);
 }
 
 int
@@ -43,7 +64,8 @@ int
 srl_walk_flush(Walk *w)
 {
     if (w->run_to > w->run_from &&
-        srl_buf_put_bytes(&w->out, w->data + w->run_from, w->run_to - w->run_from) < 0)
+        (out_room(w, w->run_to - w->run_from) < 0 ||
+         srl_buf_put_bytes(&w->out, w->data + w->run_from, w->run_to - w->run_from) < 0))
         return -1;
     w->run_from = w->run_to = -1;
     return 0;
@@ -74,13 +96,14 @@ emit_raw(Walk *w, Py_ssize_t from, Py_ssize_t to)
 static int
 out_byte(Walk *w, uint8_t b)
 {
-    return srl_walk_flush(w) < 0 ? -1 : srl_buf_put_byte(&w->out, b);
+    return srl_walk_flush(w) < 0 || out_room(w, 1) < 0 ? -1 : srl_buf_put_byte(&w->out, b);
 }
 
 static int
 out_tag_varint(Walk *w, uint8_t tag, uint64_t v)
 {
-    return srl_walk_flush(w) < 0 ? -1 : srl_buf_put_tag_varint(&w->out, tag, v);
+    return srl_walk_flush(w) < 0 || out_room(w, 11) < 0 ? -1
+                                                       : srl_buf_put_tag_varint(&w->out, tag, v);
 }
 
 /* Start of a tag: when copying, remember where a back-reference target lands. */
@@ -91,7 +114,7 @@ begin_tag(Walk *w, Py_ssize_t tagpos)
     if (w->mode == WALK_EMIT) {
         Py_ssize_t i = tagpos - w->range_start;
         if ((w->targets[i >> 3] >> (i & 7)) & 1)
-            return srl_offtable_put(&w->new_offset, tagpos, (intptr_t)next_offset(w));
+            return walk_put(&w->new_offset, tagpos, (intptr_t)next_offset(w));
     }
     return 0;
 }
@@ -156,7 +179,7 @@ emit_literal(Walk *w, Py_ssize_t p)
     if (srl_walk_flush(w) < 0)
         return -1;
     Py_ssize_t offset = w->out.len + 1;
-    if (srl_buf_put_byte(&w->out, w->data[p] & 0x7f) < 0 ||
+    if (out_room(w, stop - p) < 0 || srl_buf_put_byte(&w->out, w->data[p] & 0x7f) < 0 ||
         srl_buf_put_bytes(&w->out, w->data + p + 1, stop - p - 1) < 0)
         return -1;
     return offset;
@@ -189,7 +212,7 @@ walk_copy(Walk *w, Py_ssize_t tagpos, Py_ssize_t *pos, int as_class)
     if (!is_string_tag(w->data[target] & 0x7f))
         return srl_walk_fail(srl_state.BadBackReference, tagpos, "COPY of something not a string");
     if (w->mode == WALK_VALIDATE)
-        return as_class ? srl_offtable_put(&w->class_names, target, 1) : 0;
+        return as_class ? walk_put(&w->class_names, target, 1) : 0;
     if (target >= w->range_start) {
         Py_ssize_t off = moved(w, tagpos, target);
         return off < 0 ? -1 : out_tag_varint(w, SRL_COPY, (uint64_t)off);
@@ -198,9 +221,9 @@ walk_copy(Walk *w, Py_ssize_t tagpos, Py_ssize_t *pos, int as_class)
     if (srl_offtable_get(&w->copy_literal, target, &off))
         return out_tag_varint(w, SRL_COPY, (uint64_t)off);
     Py_ssize_t lit = emit_literal(w, target);
-    if (lit < 0 || srl_offtable_put(&w->copy_literal, target, lit) < 0)
+    if (lit < 0 || walk_put(&w->copy_literal, target, lit) < 0)
         return -1;
-    return as_class ? srl_offtable_put(&w->class_literal, target, lit) : 0;
+    return as_class ? walk_put(&w->class_literal, target, lit) : 0;
 }
 
 /* A hash key, class name or regexp part: a string or a COPY of one. */
@@ -222,7 +245,7 @@ walk_key(Walk *w, Py_ssize_t *pos, int as_class)
         return -1;
     *pos = stop;
     if (as_class && w->mode == WALK_VALIDATE)
-        return srl_offtable_put(&w->class_names, tagpos, 1);
+        return walk_put(&w->class_names, tagpos, 1);
     return 0;
 }
 
@@ -244,6 +267,8 @@ walk_ref(Walk *w, Py_ssize_t tagpos, Py_ssize_t *pos, uint8_t t)
     if (w->mode != WALK_EMIT)
         return 0;
     if (target < w->range_start) {
+        if (srl_walk_quiet)
+            return -1;
         srl_raise(srl_state.InvalidStructure, tagpos,
                   "element %zd refers to an item before the extracted range: it cannot "
                   "be cut out on its own", w->element);
@@ -281,9 +306,9 @@ walk_objectv(Walk *w, Py_ssize_t tagpos, Py_ssize_t *pos, uint8_t t)
             rc = out_byte(w, (uint8_t)((t & SRL_TRACK) | object));
             if (rc == 0 && (lit = emit_literal(w, target)) < 0)
                 rc = -1;
-            if (rc == 0 && (srl_offtable_put(&w->class_literal, target, lit) < 0 ||
+            if (rc == 0 && (walk_put(&w->class_literal, target, lit) < 0 ||
                             (!srl_offtable_get(&w->copy_literal, target, &off) &&
-                             srl_offtable_put(&w->copy_literal, target, lit) < 0)))
+                             walk_put(&w->copy_literal, target, lit) < 0)))
                 rc = -1;
         }
         if (rc < 0)
@@ -364,7 +389,7 @@ srl_walk_item(Walk *w, Py_ssize_t *pos)
     if (begin_tag(w, tagpos) < 0)
         return -1;
     if ((t & SRL_TRACK) && w->mode == WALK_VALIDATE &&
-        srl_offtable_put(&w->tracked, tagpos, 1) < 0)
+        walk_put(&w->tracked, tagpos, 1) < 0)
         return -1;
     Py_ssize_t stop;
     int rc;

@@ -10,6 +10,7 @@ from eventstore.sereal.document import BodyCodec, Codec, Header
 from eventstore.sereal.pure.decoder import decode_body
 from eventstore.sereal.pure.encoder import encode_body
 from eventstore.sereal.pure.json import array_to_json_lines, array_to_json_packed
+from eventstore.sereal.pure.variant import json_to_variant_packed
 
 IMPLEMENTATION = "pure"
 
@@ -19,6 +20,7 @@ class _PureBodyCodec:
     encode_body = staticmethod(encode_body)
     array_to_json_lines = staticmethod(array_to_json_lines)
     array_to_json_packed = staticmethod(array_to_json_packed)
+    json_to_variant_packed = staticmethod(json_to_variant_packed)
 
 
 #: the body codec, for callers (differential tests) that need it directly
@@ -29,6 +31,7 @@ decode = _codec.decode
 decode_header = _codec.decode_header
 decode_json_lines = _codec.decode_json_lines
 decode_json_packed = _codec.decode_json_packed
+decode_variant_packed = _codec.decode_variant_packed
 looks_like_sereal = Codec.looks_like_sereal
 
 __all__ = [
@@ -40,6 +43,7 @@ __all__ = [
     "decode_header",
     "decode_json_lines",
     "decode_json_packed",
+    "decode_variant_packed",
     "encode",
     "encode_body",
     "looks_like_sereal",

@@ -259,3 +259,59 @@ def test_whole_documents_as_parts(docs: list[bytes], data: st.DataObject) -> Non
         with pytest.raises(SerealError) as info:
             core.join_bodies([*raw[:i], b, *raw[i:]])
         assert getattr(info.value, "index", None) == i
+
+
+# --- whole documents are joined without the GIL (errors and growth: again with it) ---
+
+
+def _events(n: int) -> list[bytes]:
+    shared: list[Any] = ["tag"]
+    return [
+        codec.encode(
+            {"i": i, "host": "web-12", "path": "/a" * (i % 7), "same": shared, "also": shared},
+            dedupe_strings=i % 2 == 0,
+        )
+        for i in range(n)
+    ]
+
+
+def test_threads_joining_at_once_get_what_one_thread_gets() -> None:
+    import threading
+
+    docs = _events(3000)
+    expected = core.join_bodies(docs)
+    assert same_value(joined(list(docs)), [codec.decode(d) for d in docs])  # type: ignore[arg-type]
+    results: list[bytes] = []
+    lock = threading.Lock()
+
+    def work() -> None:
+        for _ in range(5):
+            body = core.join_bodies(docs)
+            with lock:
+                results.append(body)
+
+    threads = [threading.Thread(target=work) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(results) == 20 and all(r == expected for r in results)
+
+
+@pytest.mark.parametrize("bad_at", [0, 1, 57, 199])
+def test_a_bad_document_in_a_long_run_is_named(bad_at: int) -> None:
+    docs = _events(200)
+    docs[bad_at] = docs[bad_at][:-2]  # truncated body
+    with pytest.raises(SerealError, match=f"^part {bad_at}: ") as info:
+        core.join_bodies(docs)
+    assert info.value.index == bad_at  # type: ignore[attr-defined]
+
+
+def test_mixed_runs_of_documents_and_opened_bodies() -> None:
+    docs = _events(40)
+    parts: list[Any] = [d if i % 9 else part_of(d) for i, d in enumerate(docs)]
+    assert core.join_bodies(parts) == core.join_bodies(docs)
+    # a header error (compressed whole document) is raised with the GIL, naming the part
+    zipped = codec.encode({"x": "y" * 200}, compress="zstd", compress_threshold=0)
+    with pytest.raises(SerealError, match=r"^part 3: .*compressed document"):
+        core.join_bodies([*docs[:3], zipped, *docs[3:]])

@@ -1,0 +1,13 @@
+/* The relocator's intake: cutting a stream of length-prefixed frames (frames.c). */
+#ifndef SRL_FRAMES_H
+#define SRL_FRAMES_H
+
+#include "sereal.h"
+
+/* scan_frames(buffer, max_frame_bytes) -> (consumed, data, heads, malformed, oversized);
+ * see frames.c. */
+PyObject *srl_py_scan_frames(PyObject *self, PyObject *args, PyObject *kwargs);
+/* frame_positions(offsets, base) -> bytes of native uint64: base + each uint32 offset. */
+PyObject *srl_py_frame_positions(PyObject *self, PyObject *args, PyObject *kwargs);
+
+#endif
