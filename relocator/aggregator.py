@@ -15,6 +15,7 @@ lock guards the groups. Pure logic otherwise (the clock is injected).
 
 from __future__ import annotations
 
+import array
 import logging
 import threading
 import time
@@ -22,8 +23,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from relocator.errors import MalformedFrame
+from relocator.journal import SEGMENT_SHIFT
 from relocator.metrics import Metrics
-from relocator.wire import Frame, FrameParser
+from relocator.wire import Frame, FrameParser, Received, frame_positions
 
 log = logging.getLogger(__name__)
 
@@ -36,7 +38,8 @@ class Group:
     dc: str
     close_at: float
     docs: dict[tuple[str, str], list[bytes]] = field(default_factory=dict)
-    positions: list[int] = field(default_factory=list)
+    positions: array.array[int] = field(default_factory=lambda: array.array("Q"))
+    segments: dict[int, int] = field(default_factory=dict)  # journal segment -> events
     late: int = 0
 
     @property
@@ -77,8 +80,44 @@ class Aggregator:
                 self._metrics.dropped.labels("malformed").inc()
         self.add(good_pos, frames, recovered=True)
 
+    def _group(self, epoch: int, dc: str, now: float, recovered: bool) -> tuple[Group, bool]:
+        """The open group of (epoch, dc), made when missing, and whether events for it
+        now are late. Call with the lock held."""
+        group = self._open.get((epoch, dc))
+        natural = epoch + 1 + self._grace_s
+        if group is None:
+            ends = natural <= now or recovered
+            close_at = now if ends else min(natural, now + self._max_hold_s)
+            group = Group(epoch, dc, close_at)
+            self._open[(epoch, dc)] = group
+        return group, group.close_at <= now and not recovered and natural <= now
+
+    def add_received(self, blocks: list[tuple[int, Received]]) -> None:
+        """Put journaled blocks of frames into their groups: (base position, frames) each.
+
+        Per header, not per frame: the documents are appended as a list, the positions
+        computed in C into an array.
+        """
+        now = self._clock()
+        with self._lock:
+            for base, received in blocks:
+                segment = base >> SEGMENT_SHIFT
+                for fg in received.groups:
+                    group, late = self._group(fg.epoch, fg.dc, now, False)
+                    n = len(fg.documents)
+                    if late:
+                        group.late += n
+                        self._metrics.late.inc(n)
+                    docs = group.docs.get((fg.type, fg.subtype))
+                    if docs is None:  # the list is the intake's fresh one: keep it
+                        group.docs[(fg.type, fg.subtype)] = fg.documents
+                    else:
+                        docs += fg.documents
+                    group.positions += frame_positions(fg.offsets, base)
+                    group.segments[segment] = group.segments.get(segment, 0) + n
+
     def add(self, positions: list[int], frames: list[Frame], *, recovered: bool = False) -> None:
-        """Put journaled frames into their groups."""
+        """Put journaled frames into their groups, one by one (the recovery path)."""
         now = self._clock()
         with self._lock:
             # Frames come in runs of one (epoch, dc) and (type, subtype): look the group
@@ -91,14 +130,7 @@ class Aggregator:
             for pos, f in zip(positions, frames, strict=True):
                 if key != (f.epoch, f.dc) or group is None:
                     key = (f.epoch, f.dc)
-                    group = self._open.get(key)
-                    natural = f.epoch + 1 + self._grace_s
-                    if group is None:
-                        ends = natural <= now or recovered
-                        close_at = now if ends else min(natural, now + self._max_hold_s)
-                        group = Group(f.epoch, f.dc, close_at)
-                        self._open[key] = group
-                    late = group.close_at <= now and not recovered and natural <= now
+                    group, late = self._group(f.epoch, f.dc, now, recovered)
                     kind = None
                 if late:
                     group.late += 1
@@ -108,6 +140,8 @@ class Aggregator:
                     docs = group.docs.setdefault(kind, [])
                 docs.append(f.document)
                 group.positions.append(pos)
+                segment = pos >> SEGMENT_SHIFT
+                group.segments[segment] = group.segments.get(segment, 0) + 1
 
     def due(self, now: float | None = None) -> list[Group]:
         """Remove and return the groups whose close time has come (all with ``now=inf``)."""

@@ -16,8 +16,11 @@ Pure logic, no I/O.
 
 from __future__ import annotations
 
+import array
 import json
 import struct
+import sys
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from eventstore.names import ChunkKey, ChunkRef
@@ -53,7 +56,8 @@ class Batch:
         epoch, dc: what the metadata key ``<epoch>-<dc>`` will be.
         keys: the chunk keys, in order; ``values[i]`` is the blob stored under ``keys[i]``.
         events: how many events each chunk holds.
-        positions: journal positions of the events inside (empty for a spool batch).
+        positions: journal positions of the events inside (empty for a spool batch),
+            kept as an ``array("Q")``.
         spool: the spool file this batch came from ("" for journal batches).
         late: how many of its events arrived after their epoch had closed.
         sealed_at: wall-clock time it was sealed, seconds.
@@ -65,11 +69,16 @@ class Batch:
     keys: tuple[ChunkKey, ...]
     values: tuple[bytes, ...]
     events: tuple[int, ...]
-    positions: tuple[int, ...] = ()
+    positions: Sequence[int] = ()
     spool: str = ""
     late: int = 0
     sealed_at: float = 0.0
     segments: frozenset[int] = field(default=frozenset())
+
+    def __post_init__(self) -> None:
+        # one representation (compared by ==, encoded without an int per event)
+        if not (isinstance(self.positions, array.array) and self.positions.typecode == "Q"):
+            object.__setattr__(self, "positions", array.array("Q", self.positions))
 
     @property
     def refs(self) -> list[ChunkRef]:
@@ -106,8 +115,10 @@ def encode_batch(b: Batch) -> bytes:
         },
         separators=(",", ":"),
     ).encode()
-    pos = struct.pack(f">{len(b.positions)}Q", *b.positions)
-    return b"".join((_U32.pack(len(header)), header, pos, *b.values))
+    pos = array.array("Q", b.positions)
+    if sys.byteorder == "little":
+        pos.byteswap()
+    return b"".join((_U32.pack(len(header)), header, pos.tobytes(), *b.values))
 
 
 def decode_batch(data: bytes) -> Batch:
@@ -122,7 +133,12 @@ def decode_batch(data: bytes) -> Batch:
         raise ValueError(f"batch record version {h.get('v')!r} unknown")
     at = 4 + n
     npos = h["npos"]
-    positions = struct.unpack_from(f">{npos}Q", data, at)
+    positions = array.array("Q")
+    positions.frombytes(data[at : at + 8 * npos])
+    if len(positions) != npos:
+        raise ValueError(f"batch {h['id']} record is cut inside its positions")
+    if sys.byteorder == "little":
+        positions.byteswap()
     at += 8 * npos
     values = []
     for size in h["sizes"]:
@@ -137,7 +153,7 @@ def decode_batch(data: bytes) -> Batch:
         keys=tuple(ChunkKey.parse(k) for k in h["keys"]),
         values=tuple(values),
         events=tuple(h["events"]),
-        positions=tuple(positions),
+        positions=positions,
         spool=h["spool"],
         late=h["late"],
         sealed_at=h["sealed_at"],

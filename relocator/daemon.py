@@ -45,7 +45,7 @@ from relocator.pusher import ClusterPusher
 from relocator.sealer import Sealer
 from relocator.settings import RelocatorSettings
 from relocator.state import State
-from relocator.wire import Frame
+from relocator.wire import Received
 from relocator.zk import ZkCoordinator
 
 log = logging.getLogger(__name__)
@@ -130,7 +130,9 @@ class Relocator:
             if s.spool_dir
             else None
         )
-        self._seal_pool = ThreadPoolExecutor(2, thread_name_prefix="seal-spool")
+        # Sealing jobs (a group's kind, a spool file): C code that releases the GIL in
+        # part (zstd), so two threads use both cores.
+        self._seal_pool = ThreadPoolExecutor(2, thread_name_prefix="seal")
         self.udp: UdpIntake | None = None
         self.tcp: TcpIntake | None = None
         self._index: dict[str, _Index] = {}
@@ -142,7 +144,7 @@ class Relocator:
 
     # -- stages' callbacks ------------------------------------------------------------
 
-    def _journaled(self, positions: list[int], frames: list[Frame]) -> None:
+    def _journaled(self, blocks: list[tuple[int, Received]]) -> None:
         # Back-pressure: while sealing is behind, hold the journal writer (this batch is
         # durable, its acks wait), so intake waits instead of memory growing.
         while (
@@ -150,17 +152,11 @@ class Relocator:
             and not self._stop.is_set()
         ):
             time.sleep(0.01)
-        if not positions:
-            return
-        with self._lock:
-            first, last = segment_of(positions[0]), segment_of(positions[-1])
-            if first == last:  # one append writes one segment: no per-event work
-                self._outstanding[first] = self._outstanding.get(first, 0) + len(positions)
-            else:
-                for p in positions:
-                    seg = segment_of(p)
-                    self._outstanding[seg] = self._outstanding.get(seg, 0) + 1
-        self.aggregator.add(positions, frames)
+        with self._lock:  # a block is one record: all its frames are in one segment
+            for base, received in blocks:
+                seg = segment_of(base)
+                self._outstanding[seg] = self._outstanding.get(seg, 0) + received.events
+        self.aggregator.add_received(blocks)
 
     def _pushed(self, cluster: str, batch_id: str) -> None:
         with self._lock:
@@ -242,7 +238,10 @@ class Relocator:
 
     def tick(self, now: float | None = None) -> None:
         """One round: seal due groups, take spool files, collect complete batches."""
-        self._store(self.sealer.seal(g) for g in self.aggregator.due(now))
+        due = self.aggregator.due(now)
+        if due:
+            batches = self.sealer.seal_all(due, self._seal_pool)
+            self._store(zip(batches, (g.segments for g in due), strict=True))
         if self.spool is not None:
             self._scan_spool()
         if self.zk is not None:
@@ -274,17 +273,19 @@ class Relocator:
 
     # -- coordinator steps ---------------------------------------------------------------
 
-    def _store(self, batches: Iterable[Batch]) -> None:
-        sealed = list(batches)
-        if not sealed:
+    def _store(self, batches: Iterable[tuple[Batch, dict[int, int]]]) -> None:
+        """Store sealed batches (each with its events per journal segment) durably and
+        offer them to the pushers."""
+        done = list(batches)
+        if not done:
             return
+        sealed = [b for b, _ in done]
         self.state.add(sealed)
         with self._lock:
-            for b in sealed:
+            for b, segments in done:
                 self._index[b.id] = _Index(b)
-                for p in b.positions:
-                    seg = segment_of(p)
-                    self._outstanding[seg] -= 1
+                for seg, n in segments.items():
+                    self._outstanding[seg] -= n
         for b in sealed:
             log.debug(
                 "sealed epoch=%d dc=%s batch=%s chunks=%d late=%d",
@@ -344,7 +345,7 @@ class Relocator:
             self.metrics.spool_files.labels("sealed").inc()
             self.metrics.received.labels("spool").inc(sum(batch.events))
             sealed.append(batch)
-        self._store(sealed)
+        self._store((b, {}) for b in sealed)
 
     def _spool_numbering(self, f: SpoolFile) -> tuple[int, int] | None:
         """(writer, seq) of a spool file's batch: committed in ZooKeeper first when
@@ -402,12 +403,14 @@ class Relocator:
                 del self._index[batch_id]
 
     def status(self) -> dict[str, object]:
-        """What ``/status`` shows: backlogs, open events, owned units."""
+        """What ``/status`` shows: backlogs, events pushed per cluster since start, open
+        events, owned units."""
         return {
             "writer_id": self.settings.writer_id,
             "batches": len(self._index),
             "open_events": self.aggregator.open_positions(),
             "backlog": {p.name: p.backlog() for p in self.pushers},
+            "events_pushed": {p.name: p.events_pushed for p in self.pushers},
             "owned_units": sorted(self.zk.owned()) if self.zk else None,
             "zk_id": self.zk.id if self.zk else None,
             "udp_port": self.udp.port if self.udp else None,

@@ -26,6 +26,10 @@ class JournalCorrupt(RelocatorError):
     """A journal record failed its CRC before the torn tail of the last segment."""
 
 
+class JournalFormatError(RelocatorError):
+    """The journal directory holds segments this version cannot replay."""
+
+
 class BadSpoolFile(RelocatorError):
     """A spool file with a name or content we cannot use; it is moved aside."""
 

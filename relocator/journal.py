@@ -1,22 +1,26 @@
 """The write-ahead journal: every accepted frame, durable before it is acknowledged.
 
-An append-only log of **segments** ``<data_dir>/journal/<n:012d>.seg``. A record is::
+An append-only log of **segments** ``<data_dir>/journal/<n:012d>.blk``. A record is
+the frames received together, as they came on the wire::
 
-    length (u32 BE) | crc32 of payload (u32 BE) | payload (one frame)
+    length (u32 BE) | crc32 of block (u32 BE) | block = (frame length (u32 BE) | frame)+
 
-A record's **position** is ``segment << 40 | offset``, increasing in write order.
-``JournalWriter`` (a thread) takes frames from intake, appends as many as are queued
-(<= ``batch_max``) with one ``write`` and one ``fdatasync`` (group commit), and only
-then hands each frame to the aggregator and calls the intake's callback (the TCP ack).
+A frame's **position** is ``segment << 40 | offset of its length prefix``, increasing in
+write order. ``JournalWriter`` (a thread) takes blocks from intake, appends as many as
+are queued (<= ``batch_max`` frames) with one ``write`` and one ``fdatasync`` (group
+commit), and only then hands the frames to the aggregator and calls the intake's
+callback (the TCP ack). One CRC per block, not per frame: ``zlib.crc32`` of a block of
+many frames runs without the GIL, per-frame CRCs and headers were a fifth of the
+relocator's GIL time.
 
 Failure semantics: a crash can leave a torn record only at the end of the newest
 segment; ``Journal.replay`` stops at the first record whose length or CRC is wrong in
-the newest segment and truncates there (those frames were never acknowledged). A bad
-CRC in an older segment is real corruption: it is logged with the position, the rest
+the newest segment and truncates there (none of its frames was acknowledged). A bad
+record in an older segment is real corruption: it is logged with the position, the rest
 of that segment is skipped and counted, never silently. Segments are deleted by
-``Journal.delete`` once every record in them is inside a durable batch (``state.py``).
+``Journal.delete`` once every frame in them is inside a durable batch (``state.py``).
 
-Measured against LMDB on this machine (bench/relocator_bench.py --journal-only): see
+Measured against LMDB on this machine (bench/relocator_bench.py --mode journal): see
 relocator/DESIGN.md. The log wins because one group commit is one sequential write and
 one fdatasync; LMDB's commit writes data pages and then the meta page (two syncs).
 """
@@ -35,11 +39,15 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from relocator.wire import Frame
+from relocator.errors import JournalFormatError
+from relocator.wire import LENGTH, Received
 
 log = logging.getLogger(__name__)
 
 _REC = struct.Struct(">II")
+#: Segments of block records; ``.seg`` held one frame per record (refused, see above).
+_SUFFIX = ".blk"
+_OLD_SUFFIX = ".seg"
 SEGMENT_SHIFT = 40
 _OFFSET_MASK = (1 << SEGMENT_SHIFT) - 1
 
@@ -62,16 +70,27 @@ class Journal:
         self._offset = 0
         self._opened_at = 0.0
         self.corrupt_records = 0
+        older = sorted(directory.glob(f"*{_OLD_SUFFIX}"))
+        if older:
+            # Records of one frame each: replaying them as blocks would find no frames
+            # and truncate acknowledged events away.
+            raise JournalFormatError(
+                f"{directory} holds segments of the older one-frame-per-record journal "
+                f"({', '.join(p.name for p in older[:3])}{', ...' if len(older) > 3 else ''}):"
+                " let the relocator version that wrote them push them out (stop it with"
+                " SIGTERM once its backlog is empty), then start this version"
+            )
 
     def segments(self) -> list[int]:
         """Existing segment numbers, oldest first."""
-        return sorted(int(p.stem) for p in self.directory.glob("*.seg") if p.stem.isdigit())
+        return sorted(int(p.stem) for p in self.directory.glob(f"*{_SUFFIX}") if p.stem.isdigit())
 
     def _path(self, segment: int) -> Path:
-        return self.directory / f"{segment:012d}.seg"
+        return self.directory / f"{segment:012d}{_SUFFIX}"
 
     def replay(self) -> Iterator[tuple[int, bytes]]:
-        """Every intact record of every segment, in order: (position, payload).
+        """Every frame of every intact record of every segment, in order:
+        (position, frame).
 
         Truncates a torn tail of the newest segment. Call once, before appending.
         """
@@ -83,10 +102,15 @@ class Journal:
             while pos + _REC.size <= len(data):
                 n, crc = _REC.unpack_from(data, pos)
                 start = pos + _REC.size
-                payload = data[start : start + n]
-                if len(payload) != n or zlib.crc32(payload) != crc:
+                block = data[start : start + n]
+                if len(block) != n or zlib.crc32(block) != crc:
                     break
-                yield (seg << SEGMENT_SHIFT) | pos, payload
+                frames = _frames_of(block)
+                if frames is None:  # a good CRC over bytes that are not frames
+                    break
+                base = (seg << SEGMENT_SHIFT) | start
+                for offset, frame in frames:
+                    yield base + offset, frame
                 pos = start + n
             if pos < len(data):
                 if seg == existing[-1]:
@@ -123,7 +147,23 @@ class Journal:
         self._open_next()
 
     def append(self, payloads: list[bytes]) -> list[int]:
-        """Append records, make them durable, return their positions.
+        """Append frames as one record, make them durable, return their positions.
+
+        Raises:
+            OSError: the write or fdatasync failed (nothing may be acknowledged).
+        """
+        lengths = list(map(LENGTH.pack, map(len, payloads)))
+        block = b"".join(b for pair in zip(lengths, payloads, strict=True) for b in pair)
+        (base,) = self.append_blocks([block])
+        offsets = itertools.accumulate((LENGTH.size + len(p) for p in payloads), initial=0)
+        return [base + o for o, _ in zip(offsets, payloads, strict=False)]
+
+    def append_blocks(self, blocks: list[bytes]) -> list[int]:
+        """Append each block of length-prefixed frames as one record, make them durable.
+
+        Returns:
+            Each block's base position: a frame's position is its block's base plus the
+            offset of its length prefix in the block.
 
         Raises:
             OSError: the write or fdatasync failed (nothing may be acknowledged).
@@ -131,23 +171,22 @@ class Journal:
         if self._file is None or self._offset >= self._segment_max_bytes:
             self._open_next()
         assert self._file is not None
-        # Per-record work in C iterators (map/accumulate), not bytecode: this runs for
-        # every event, on the thread every acknowledgement waits for.
-        lengths = list(map(len, payloads))
-        heads = map(_REC.pack, lengths, map(zlib.crc32, payloads))
-        data = b"".join(itertools.chain.from_iterable(zip(heads, payloads, strict=True)))
-        ends = list(itertools.accumulate(map(_REC.size.__add__, lengths), initial=self._offset))
-        offset = ends.pop()
-        # offsets stay below 2**SEGMENT_SHIFT, so adding the segment is or-ing it in
-        positions = list(map((self._segment << SEGMENT_SHIFT).__add__, ends))
-        view = memoryview(data)
+        parts: list[bytes] = []
+        bases: list[int] = []
+        offset = self._offset
+        for block in blocks:
+            parts.append(_REC.pack(len(block), zlib.crc32(block)))  # crc32: GIL released
+            parts.append(block)
+            bases.append((self._segment << SEGMENT_SHIFT) | (offset + _REC.size))
+            offset += _REC.size + len(block)
+        view = memoryview(b"".join(parts))
         while view:
             written = os.write(self._file, view)
             view = view[written:]
         if self._fsync:
             os.fdatasync(self._file)
         self._offset = offset
-        return positions
+        return bases
 
     def delete(self, segment: int) -> None:
         """Remove a segment whose records are all inside durable batches."""
@@ -166,6 +205,23 @@ class Journal:
             self._file = None
 
 
+def _frames_of(block: bytes) -> list[tuple[int, bytes]] | None:
+    """(offset, frame) of each length-prefixed frame of a block; None if it does not
+    split exactly into frames."""
+    out: list[tuple[int, bytes]] = []
+    pos = 0
+    while pos < len(block):
+        if pos + LENGTH.size > len(block):
+            return None
+        (n,) = LENGTH.unpack_from(block, pos)
+        frame = block[pos + LENGTH.size : pos + LENGTH.size + n]
+        if len(frame) != n:
+            return None
+        out.append((pos, frame))
+        pos += LENGTH.size + n
+    return out
+
+
 def _fsync_dir(directory: Path) -> None:
     fd = os.open(directory, os.O_RDONLY)
     try:
@@ -176,12 +232,12 @@ def _fsync_dir(directory: Path) -> None:
 
 @dataclass
 class _Submission:
-    frames: list[bytes]
-    parsed: list[Frame]
+    received: Received
     done: Callable[[int], None] | None
 
 
-Sink = Callable[[list[int], list[Frame]], None]
+#: The aggregator's entry: (base position, frames) of each block made durable.
+Sink = Callable[[list[tuple[int, Received]]], None]
 
 
 class JournalWriter:
@@ -206,20 +262,19 @@ class JournalWriter:
 
     def submit(
         self,
-        frames: list[bytes],
-        parsed: list[Frame],
+        received: Received,
         done: Callable[[int], None] | None,
         *,
         block: bool,
     ) -> bool:
-        """Queue frames (and their parsed form, for the sink); ``done(len(frames))`` runs
-        once they are durable.
+        """Queue received frames; ``done(received.events)`` runs once they are durable
+        (at once for an empty one, in queue order).
 
         Returns:
             False when the queue is full and ``block`` is false (the caller drops).
         """
         try:
-            self._queue.put(_Submission(frames, parsed, done), block=block, timeout=None)
+            self._queue.put(_Submission(received, done), block=block, timeout=None)
         except queue.Full:
             return False
         return True
@@ -234,15 +289,14 @@ class JournalWriter:
         stopping = False
         while not stopping:
             try:
-                first = self._queue.get(timeout=0.2)
+                item: _Submission | None = self._queue.get(timeout=0.2)
             except queue.Empty:
-                first = _Submission([], [], None)
+                item = _Submission(Received(b"", [], 0, 0, 0), None)
             batch: list[_Submission] = []
             count = 0
-            item: _Submission | None = first
             while item is not None:
                 batch.append(item)
-                count += len(item.frames)
+                count += item.received.events
                 if count >= self._batch_max:
                     break
                 try:
@@ -251,19 +305,18 @@ class JournalWriter:
                     break
             if item is None:
                 stopping = True
-            frames = [f for s in batch for f in s.frames]
-            parsed = [f for s in batch for f in s.parsed]
             if self._journal.roll_due(self._roll_s) or self.roll_requested.is_set():
                 self.roll_requested.clear()
                 self._journal.roll()
-            if frames:
+            full = [s.received for s in batch if s.received.events]
+            if full:
                 try:
-                    positions = self._journal.append(frames)
+                    bases = self._journal.append_blocks([r.data for r in full])
                 except OSError as e:  # disk full, I/O error: nothing acknowledged, stop
                     log.critical("journal: append failed, intake stops: %s", e)
                     self.failed = e
                     return
-                self._sink(positions, parsed)
+                self._sink(list(zip(bases, full, strict=True)))
             for s in batch:
                 if s.done is not None:
-                    s.done(len(s.frames))
+                    s.done(s.received.events)

@@ -46,6 +46,12 @@ class Metrics:
         self.bytes = Counter(
             "relocator_bytes_written_total", "Chunk bytes stored", ["cluster"], registry=r
         )
+        self.events_pushed = Counter(
+            "relocator_events_pushed_total",
+            "Events in batches whose chunks and metadata a cluster holds",
+            ["cluster"],
+            registry=r,
+        )
         self.epochs = Counter(
             "relocator_epochs_committed_total",
             "Metadata writes committed",

@@ -65,6 +65,7 @@ class ClusterPusher:
         self._stopping = False
         self._retry_at = 0.0
         self._delay = backoff_s
+        self.events_pushed = 0  # since start: events of batches this cluster now holds
         self._pool = ThreadPoolExecutor(parallel, thread_name_prefix=f"push-{self.name}")
         self._thread = threading.Thread(target=self._run, name=f"pusher-{self.name}", daemon=True)
 
@@ -163,6 +164,9 @@ class ClusterPusher:
             )
             raise PushFailed(str(e)) from e
         self._state.mark_pushed(self.name, batch_id)
+        with self._cv:
+            self.events_pushed += sum(batch.events)
+        self._metrics.events_pushed.labels(self.name).inc(sum(batch.events))
         self._metrics.chunks.labels(self.name).inc(len(batch.keys))
         self._metrics.bytes.labels(self.name).inc(batch.nbytes)
         self._metrics.epochs.labels(self.name).inc()

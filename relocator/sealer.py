@@ -18,6 +18,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
+from concurrent.futures import Executor, Future
 from typing import Any
 
 from eventstore import sereal
@@ -37,7 +38,6 @@ from eventstore.sereal.errors import SerealError
 from relocator.aggregator import Group
 from relocator.batch import Batch, batch_id, chunk_number
 from relocator.errors import BadSpoolFile
-from relocator.journal import SEGMENT_SHIFT
 from relocator.metrics import Metrics
 
 log = logging.getLogger(__name__)
@@ -64,18 +64,41 @@ class Sealer:
 
     def seal(self, group: Group) -> Batch:
         """Chunk one group (its documents are joined, never decoded)."""
-        seq = self._reserve_seq()
+        return self.seal_all([group])[0]
+
+    def seal_all(self, groups: list[Group], pool: Executor | None = None) -> list[Batch]:
+        """Chunk groups, each (type, subtype) of each group as one job on ``pool`` (the
+        joins and zstd of different kinds overlap; zstd releases the GIL). Sequence
+        numbers are reserved here, in order."""
+        jobs: list[tuple[Group, int, list[tuple[tuple[str, str], Future[list[Chunk]]]]]] = []
+        for group in groups:
+            seq = self._reserve_seq()
+            kinds = []
+            for kind, docs in sorted(group.docs.items()):
+                args = (docs, group.epoch, group.dc, kind)
+                future: Future[list[Chunk]]
+                if pool is None:
+                    future = Future()
+                    future.set_result(self._chunks(*args))
+                else:
+                    future = pool.submit(self._chunks, *args)
+                kinds.append((kind, future))
+            jobs.append((group, seq, kinds))
+        return [self._batch(group, seq, kinds) for group, seq, kinds in jobs]
+
+    def _batch(
+        self,
+        group: Group,
+        seq: int,
+        kinds: list[tuple[tuple[str, str], Future[list[Chunk]]]],
+    ) -> Batch:
         keys: list[ChunkKey] = []
         values: list[bytes] = []
         counts: list[int] = []
-        for (type_, subtype), docs in sorted(group.docs.items()):
-            chunks = self._chunks(docs, group.epoch, group.dc, (type_, subtype))
-            for i, ch in enumerate(chunks):
-                keys.append(
-                    ChunkKey(
-                        group.epoch, group.dc, type_, subtype, chunk_number(self._writer_id, seq, i)
-                    )
-                )
+        for (type_, subtype), future in kinds:
+            for i, ch in enumerate(future.result()):
+                number = chunk_number(self._writer_id, seq, i)
+                keys.append(ChunkKey(group.epoch, group.dc, type_, subtype, number))
                 values.append(ch.data)
                 counts.append(ch.count)
         return Batch(
@@ -85,10 +108,10 @@ class Sealer:
             keys=tuple(keys),
             values=tuple(values),
             events=tuple(counts),
-            positions=tuple(group.positions),
+            positions=group.positions,
             late=group.late,
             sealed_at=time.time(),
-            segments=frozenset({p >> SEGMENT_SHIFT for p in group.positions}),
+            segments=frozenset(group.segments),
         )
 
     def _chunks(self, docs: list[bytes], epoch: int, dc: str, kind: tuple[str, str]) -> list[Chunk]:

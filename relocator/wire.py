@@ -17,9 +17,11 @@ Pure logic, no I/O.
 
 from __future__ import annotations
 
+import array
 import re
 import struct
-from typing import NamedTuple
+from collections.abc import Callable, Sequence
+from typing import Any, NamedTuple
 
 from relocator.errors import MalformedFrame
 
@@ -54,6 +56,27 @@ def encode_frame(epoch: int, dc: str, type: str, subtype: str, document: bytes) 
     Raises:
         MalformedFrame: a field out of range or not a token.
     """
+    return frame_head(epoch) + frame_tail(dc, type, subtype, document)
+
+
+def frame_head(epoch: int) -> bytes:
+    """The fixed-size start of a frame: magic, version, epoch.
+
+    Raises:
+        MalformedFrame: epoch out of range.
+    """
+    if not 0 <= epoch <= MAX_EPOCH:
+        raise MalformedFrame(f"epoch {epoch} out of range")
+    return _HEAD.pack(MAGIC, VERSION, epoch)
+
+
+def frame_tail(dc: str, type: str, subtype: str, document: bytes) -> bytes:
+    """The rest of a frame after :func:`frame_head` (a producer sending many events can
+    build the tails once and stamp the epoch per send).
+
+    Raises:
+        MalformedFrame: a field not a token.
+    """
     parts = []
     for text, pattern, what in (
         (dc, _DC_RE, "dc"),
@@ -64,9 +87,7 @@ def encode_frame(epoch: int, dc: str, type: str, subtype: str, document: bytes) 
         if len(raw) > 255 or not pattern.fullmatch(raw):
             raise MalformedFrame(f"{what} {text!r} is not a valid token")
         parts.append(bytes((len(raw),)) + raw)
-    if not 0 <= epoch <= MAX_EPOCH:
-        raise MalformedFrame(f"epoch {epoch} out of range")
-    return _HEAD.pack(MAGIC, VERSION, epoch) + b"".join(parts) + document
+    return b"".join(parts) + document
 
 
 def parse_frame(data: bytes) -> Frame:
@@ -109,6 +130,22 @@ class FrameParser:
     def __init__(self, max_entries: int = 4096) -> None:
         self._cache: dict[bytes, tuple[int, str, str, str]] = {}
         self._max = max_entries
+
+    def header(self, head: bytes) -> tuple[int, str, str, str]:
+        """(epoch, dc, type, subtype) of a frame header (the bytes before its document).
+
+        Raises:
+            MalformedFrame: as :func:`parse_frame`.
+        """
+        hit = self._cache.get(head)
+        if hit is None:
+            f = parse_frame(head + b"\0")
+            if len(f.document) != 1:
+                raise MalformedFrame(f"header {head!r} does not end where its fields do")
+            if len(self._cache) >= self._max:
+                self._cache.clear()
+            hit = self._cache[head] = (f.epoch, f.dc, f.type, f.subtype)
+        return hit
 
     def parse(self, data: bytes) -> Frame:
         """As :func:`parse_frame`.
@@ -157,3 +194,115 @@ def split_stream(buffer: bytearray, max_frame_bytes: int) -> tuple[list[bytes], 
         frames.append(bytes(buffer[start : start + n]) if n <= max_frame_bytes else b"")
         pos = start + n
     return frames, pos
+
+
+class FrameGroup(NamedTuple):
+    """The frames of one header among frames received together."""
+
+    epoch: int
+    dc: str
+    type: str
+    subtype: str
+    offsets: Sequence[int]  # of each frame's length prefix in Received.data
+    documents: list[bytes]  # the frames' event documents, in arrival order
+
+
+class Received(NamedTuple):
+    """Frames received together, as the journal stores them and the aggregator takes them.
+
+    ``data`` is the good frames with their length prefixes, back to back (one journal
+    record); ``groups`` holds them by header. Rejected frames are only counted.
+    """
+
+    data: bytes
+    groups: list[FrameGroup]
+    events: int  # good frames
+    malformed: int
+    oversized: int
+
+
+_Scan = tuple[int, bytes, list[tuple[bytes, Any, list[bytes]]], int, int]
+
+
+def _scan_python(buffer: bytearray | bytes, max_frame_bytes: int) -> _Scan:
+    """The compiled ``scan_frames`` in Python (used when the extension is not built)."""
+    heads: dict[bytes, tuple[bytes, array.array[int], list[bytes]]] = {}
+    out: list[bytes] = []
+    size = malformed = oversized = 0
+    pos = 0
+    while len(buffer) - pos >= LENGTH.size:
+        (n,) = LENGTH.unpack_from(buffer, pos)
+        if n > 64 * 1024 * 1024:
+            raise ValueError(f"length prefix {n} is not plausible")
+        start = pos + LENGTH.size
+        if len(buffer) - start < n:
+            break
+        pos = start + n
+        if n > max_frame_bytes:
+            oversized += 1
+            continue
+        p = bytes(buffer[start:pos])
+        try:
+            f = parse_frame(p)
+        except MalformedFrame:
+            malformed += 1
+            continue
+        head = p[: len(p) - len(f.document)]
+        entry = heads.get(head)
+        if entry is None:
+            entry = heads[head] = (head, array.array("I"), [])
+        entry[1].append(size)
+        entry[2].append(f.document)
+        out.append(LENGTH.pack(n) + p)
+        size += LENGTH.size + n
+    return pos, b"".join(out), list(heads.values()), malformed, oversized
+
+
+_scan_c: Callable[[bytearray | bytes, int], _Scan] | None
+_positions_c: Callable[[Any, int], bytes] | None
+try:
+    from eventstore.sereal._sereal import frame_positions as _positions_c
+    from eventstore.sereal._sereal import scan_frames as _scan_c
+except ImportError:  # the extension is not built: the same in Python
+    _scan_c = _positions_c = None
+
+
+def frame_positions(offsets: Sequence[int], base: int) -> array.array[int]:
+    """``base + offset`` for each offset of a :class:`FrameGroup`: the frames' journal
+    positions, as an ``array("Q")`` (built in C when compiled: no int per frame)."""
+    out = array.array("Q")
+    if _positions_c is not None:
+        out.frombytes(_positions_c(offsets, base))
+    else:
+        out.extend(base + o for o in offsets)
+    return out
+
+
+def scan_stream(
+    buffer: bytearray | bytes, max_frame_bytes: int, parser: FrameParser, *, compiled: bool = True
+) -> tuple[Received, int]:
+    """Take every complete length-prefixed frame from the front of ``buffer``.
+
+    Headers are checked (as :func:`parse_frame`); bad and oversized frames are counted
+    and left out. The compiled ``scan_frames`` does the per-frame work when built
+    (``compiled=False`` forces the Python path, for tests).
+
+    Returns:
+        (the frames, bytes of ``buffer`` consumed).
+
+    Raises:
+        MalformedFrame: a length prefix beyond 64 MiB (the stream is garbage).
+    """
+    scan = _scan_c if compiled and _scan_c is not None else _scan_python
+    try:
+        used, data, heads, malformed, oversized = scan(buffer, max_frame_bytes)
+    except ValueError as e:
+        raise MalformedFrame(str(e)) from e
+    groups: list[FrameGroup] = []
+    count = 0
+    for head, offsets, docs in heads:
+        epoch, dc, type_, subtype = parser.header(head)
+        view = offsets if isinstance(offsets, array.array) else memoryview(offsets).cast("I")
+        groups.append(FrameGroup(epoch, dc, type_, subtype, view, docs))
+        count += len(docs)
+    return Received(data, groups, count, malformed, oversized), used

@@ -15,7 +15,7 @@ import threading
 from relocator.errors import MalformedFrame
 from relocator.journal import JournalWriter
 from relocator.metrics import Metrics
-from relocator.wire import Frame, FrameParser, split_stream
+from relocator.wire import LENGTH, FrameParser, scan_stream
 
 log = logging.getLogger(__name__)
 
@@ -58,7 +58,7 @@ class UdpIntake:
         self._sock.close()
 
     def _run(self) -> None:
-        received = self._metrics.received.labels("udp")
+        counter = self._metrics.received.labels("udp")
         parser = FrameParser()
         while not self._stopping.is_set():
             try:
@@ -73,27 +73,30 @@ class UdpIntake:
                 pass
             finally:
                 self._sock.settimeout(0.2)
-            frames: list[bytes] = []
-            parsed: list[Frame] = []
-            for d in datagrams:
-                try:
-                    parts, used = split_stream(bytearray(d), self._max)
-                    if used != len(d):
-                        raise MalformedFrame("datagram has trailing bytes")
-                except MalformedFrame:
-                    self._metrics.dropped.labels("malformed").inc()
-                    continue
-                for p in parts:
-                    if not p:
-                        self._metrics.dropped.labels("oversized").inc()
-                        continue
-                    try:
-                        parsed.append(parser.parse(p))
-                    except MalformedFrame:
-                        self._metrics.dropped.labels("malformed").inc()
-                        continue
-                    frames.append(p)
-            if frames and not self._writer.submit(frames, parsed, None, block=False):
-                self._metrics.dropped.labels("overload").inc(len(frames))
+            whole = [d for d in datagrams if _whole_frames(d)]
+            if len(whole) < len(datagrams):
+                self._metrics.dropped.labels("malformed").inc(len(datagrams) - len(whole))
+            try:  # whole datagrams back to back are a stream of frames
+                received, _ = scan_stream(b"".join(whole), self._max, parser)
+            except MalformedFrame:
+                self._metrics.dropped.labels("malformed").inc(len(whole))
                 continue
-            received.inc(len(frames))
+            if received.malformed:
+                self._metrics.dropped.labels("malformed").inc(received.malformed)
+            if received.oversized:
+                self._metrics.dropped.labels("oversized").inc(received.oversized)
+            if not received.events:
+                continue
+            if not self._writer.submit(received, None, block=False):
+                self._metrics.dropped.labels("overload").inc(received.events)
+                continue
+            counter.inc(received.events)
+
+
+def _whole_frames(datagram: bytes) -> bool:
+    """Whether the datagram is length-prefixed frames with nothing left over."""
+    pos = 0
+    while pos + LENGTH.size <= len(datagram):
+        (n,) = LENGTH.unpack_from(datagram, pos)
+        pos += LENGTH.size + n
+    return pos == len(datagram)

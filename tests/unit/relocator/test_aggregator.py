@@ -4,7 +4,7 @@ import pytest
 
 from relocator.aggregator import Aggregator
 from relocator.metrics import Metrics
-from relocator.wire import Frame, encode_frame, parse_frame
+from relocator.wire import LENGTH, Frame, FrameParser, encode_frame, parse_frame, scan_stream
 
 pytestmark = pytest.mark.unit
 
@@ -76,3 +76,44 @@ def test_malformed_journal_record_is_counted() -> None:
     agg.add_raw([1], [b"garbage"])
     assert m.dropped.labels("malformed")._value.get() == 1
     assert agg.open_positions() == 0
+
+
+def test_received_blocks_group_like_single_frames() -> None:
+    """add_received (the intake path) and add (the recovery path) make the same groups."""
+    clock = Clock(100.5)
+    raw = [
+        encode_frame(100, "d", "web", "", b"a"),
+        encode_frame(100, "e", "web", "", b"b"),
+        encode_frame(100, "d", "lb", "", b"c"),
+        encode_frame(100, "d", "web", "", b"d"),
+    ]
+    stream = bytearray(b"".join(LENGTH.pack(len(r)) + r for r in raw))
+    received, _ = scan_stream(stream, 1000, FrameParser())
+    base = (2 << 40) | 8
+    by_block = Aggregator(grace_s=1.0, max_hold_s=30, metrics=Metrics(), clock=clock)
+    by_block.add_received([(base, received)])
+    offsets = [0, 4 + len(raw[0])]
+    offsets += [offsets[-1] + 4 + len(raw[1]), offsets[-1] + 8 + len(raw[1]) + len(raw[2])]
+    one_by_one = Aggregator(grace_s=1.0, max_hold_s=30, metrics=Metrics(), clock=clock)
+    one_by_one.add([base + o for o in offsets], [parse_frame(r) for r in raw])
+    a, b = by_block.due(float("inf")), one_by_one.due(float("inf"))
+    assert [(g.epoch, g.dc, g.docs, sorted(g.positions), g.segments) for g in a] == [
+        (g.epoch, g.dc, g.docs, sorted(g.positions), g.segments) for g in b
+    ]
+    assert a[0].docs == {("web", ""): [b"a", b"d"], ("lb", ""): [b"c"]}
+    assert a[0].segments == {2: 3}
+
+
+def test_late_blocks_are_counted_per_event() -> None:
+    clock = Clock(100.5)
+    m = Metrics()
+    agg = Aggregator(grace_s=0.0, max_hold_s=30, metrics=m, clock=clock)
+    agg.add([1], [frame(100)])
+    clock.t = 102.0  # epoch 100 closed at 101
+    assert [g.count for g in agg.due()] == [1]
+    raw = [encode_frame(100, "d", "web", "", b"x")] * 3
+    stream = bytearray(b"".join(LENGTH.pack(len(r)) + r for r in raw))
+    agg.add_received([(0, scan_stream(stream, 1000, FrameParser())[0])])
+    assert m.late._value.get() == 3
+    (late,) = agg.due()
+    assert late.late == 3 and late.count == 3

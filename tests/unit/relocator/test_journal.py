@@ -1,12 +1,14 @@
 from __future__ import annotations
 
 import threading
+import zlib
 from pathlib import Path
 
 import pytest
 
+from relocator.errors import JournalFormatError
 from relocator.journal import Journal, JournalWriter, segment_of
-from relocator.wire import Frame, encode_frame, parse_frame
+from relocator.wire import LENGTH, FrameParser, Received, encode_frame, scan_stream
 
 pytestmark = pytest.mark.unit
 
@@ -31,21 +33,22 @@ def test_torn_tail_is_truncated_and_appends_continue(tmp_path: Path) -> None:
     j.append([b"kept"])
     j.append([b"torn-record"])
     j.close()
-    seg = tmp_path / f"{j.segments()[-1]:012d}.seg"
+    seg = tmp_path / f"{j.segments()[-1]:012d}.blk"
     seg.write_bytes(seg.read_bytes()[:-4])  # a crash in the middle of the last write
     again = Journal(tmp_path, segment_max_bytes=1 << 20)
     assert [p for _, p in again.replay()] == [b"kept"]
-    assert seg.stat().st_size == 8 + 4
+    assert seg.stat().st_size == 8 + 4 + 4  # record header, frame length, b"kept"
 
 
 def test_corrupt_older_segment_is_counted(tmp_path: Path) -> None:
     j = Journal(tmp_path, segment_max_bytes=1 << 20)
     list(j.replay())
-    j.append([b"aaaa", b"bbbb"])
+    j.append([b"aaaa"])
+    j.append([b"bbbb"])  # a record of its own: a bad CRC loses its whole block
     j.roll()
     j.append([b"cccc"])
     j.close()
-    first = tmp_path / f"{j.segments()[0]:012d}.seg"
+    first = tmp_path / f"{j.segments()[0]:012d}.blk"
     raw = bytearray(first.read_bytes())
     raw[-1] ^= 0xFF  # flip a bit of "bbbb"
     first.write_bytes(bytes(raw))
@@ -55,7 +58,7 @@ def test_corrupt_older_segment_is_counted(tmp_path: Path) -> None:
 
 
 def test_segment_rolls_at_size_and_delete(tmp_path: Path) -> None:
-    j = Journal(tmp_path, segment_max_bytes=50)  # one 68-byte record per segment
+    j = Journal(tmp_path, segment_max_bytes=50)  # one 72-byte record per segment
     list(j.replay())
     for _ in range(5):
         j.append([b"x" * 60])
@@ -66,15 +69,48 @@ def test_segment_rolls_at_size_and_delete(tmp_path: Path) -> None:
     assert len(j.segments()) == 4
 
 
+def test_blocks_are_records_and_frames_have_positions(tmp_path: Path) -> None:
+    j = Journal(tmp_path, segment_max_bytes=1 << 20)
+    list(j.replay())
+    frames = [b"a" * 3, b"bb", b"c" * 10]
+    block = b"".join(LENGTH.pack(len(f)) + f for f in frames)
+    bases = j.append_blocks([block, block[:7]])  # the second: only the first frame
+    j.close()
+    assert bases[1] == bases[0] + len(block) + 8
+    again = list(Journal(tmp_path, segment_max_bytes=1 << 20).replay())
+    assert again == [
+        (bases[0], frames[0]),
+        (bases[0] + 7, frames[1]),
+        (bases[0] + 13, frames[2]),
+        (bases[1], frames[0]),
+    ]
+
+
+def test_a_record_that_is_not_frames_is_corrupt(tmp_path: Path) -> None:
+    j = Journal(tmp_path, segment_max_bytes=1 << 20)
+    list(j.replay())
+    j.append([b"good"])
+    j.append_blocks([LENGTH.pack(99) + b"short"])  # right CRC, wrong framing
+    j.roll()
+    j.append([b"next"])
+    j.close()
+    again = Journal(tmp_path, segment_max_bytes=1 << 20)
+    assert [p for _, p in again.replay()] == [b"good", b"next"]
+    assert again.corrupt_records == 1
+
+
 def test_writer_acknowledges_only_after_the_sink(tmp_path: Path) -> None:
     j = Journal(tmp_path, segment_max_bytes=1 << 20)
     list(j.replay())
     seen: list[bytes] = []
+    bases: list[int] = []
     order: list[str] = []
     done = threading.Event()
 
-    def sink(positions: list[int], frames: list[Frame]) -> None:
-        seen.extend(f.document for f in frames)
+    def sink(blocks: list[tuple[int, Received]]) -> None:
+        for base, received in blocks:
+            bases.append(base)
+            seen.extend(d for g in received.groups for d in g.documents)
         order.append("sink")
 
     w = JournalWriter(j, sink, batch_max=10, queue_max=100, roll_s=60)
@@ -85,9 +121,22 @@ def test_writer_acknowledges_only_after_the_sink(tmp_path: Path) -> None:
         done.set()
 
     raw = [encode_frame(1, "d", "t", "", b"a"), encode_frame(1, "d", "t", "", b"b")]
-    w.submit(raw, [parse_frame(r) for r in raw], ack, block=True)
+    stream = bytearray(b"".join(LENGTH.pack(len(r)) + r for r in raw))
+    received, used = scan_stream(stream, 1000, FrameParser())
+    assert used == len(stream)
+    w.submit(received, ack, block=True)
     assert done.wait(5)
     w.stop()
     assert seen == [b"a", b"b"]
     assert order == ["sink", "ack2"]
-    assert [p for _, p in Journal(tmp_path, segment_max_bytes=1 << 20).replay()] == raw
+    replayed = list(Journal(tmp_path, segment_max_bytes=1 << 20).replay())
+    assert [p for _, p in replayed] == raw
+    assert [pos for pos, _ in replayed] == [bases[0], bases[0] + 4 + len(raw[0])]
+
+
+def test_segments_of_the_older_format_are_refused_not_truncated(tmp_path: Path) -> None:
+    old = tmp_path / "000000000001.seg"
+    old.write_bytes(b"\x00\x00\x00\x04" + zlib.crc32(b"abcd").to_bytes(4, "big") + b"abcd")
+    with pytest.raises(JournalFormatError, match=r"000000000001\.seg"):
+        Journal(tmp_path, segment_max_bytes=1 << 20)
+    assert old.read_bytes().endswith(b"abcd")  # left as it was

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import array
 import itertools
 import random
 
@@ -33,9 +34,11 @@ def test_group_becomes_chunks_under_the_limit_with_writer_numbering() -> None:
     g = Group(epoch=123, dc="ams1", close_at=0)
     g.docs[("web", "www")] = [sereal.encode(e) for e in events]
     g.docs[("lb", "")] = [sereal.encode({"x": 1})]
-    g.positions = list(range(301))
+    g.positions = array.array("Q", range(301))
+    g.segments = {0: 301}
     s, _ = sealer()
     b = s.seal(g)
+    assert list(b.positions) == list(range(301)) and b.segments == {0}
     assert b.id == "0007-000000000040"
     assert all(len(v) <= 20_000 for v in b.values)
     assert len(b.keys) > 3
@@ -53,7 +56,7 @@ def test_undecodable_and_oversized_events_are_dropped_and_counted() -> None:
     g = Group(epoch=1, dc="d", close_at=0)
     big = {"blob": random.Random(2).randbytes(40_000).hex()}
     g.docs[("t", "")] = [sereal.encode({"a": 1}), b"not sereal", sereal.encode(big)]
-    g.positions = [1, 2, 3]
+    g.positions = array.array("Q", [1, 2, 3])
     s, m = sealer()
     b = s.seal(g)
     assert [e for v in b.values for e in unpack_blob(v)] == [{"a": 1}]
