@@ -7,16 +7,21 @@
           .option("types", "web,cron:daily")
           .load())
 
-Rows: ``epoch, dc, type, subtype, chunk, event_json``, one per event; ``event_json`` is
-the event as compact JSON text, made by the compiled Sereal core straight from the
-stored bytes (``eventstore.sereal.decode_json_packed``: no Python object per event) and
-handed to Spark as Arrow batches without a copy. :func:`consumer_lib.spark.load_events`
-adds ``event`` as VARIANT (``parse_json`` in the JVM), so users query
-``event:user.country::string``.
+Rows: ``epoch, dc, type, subtype, chunk, event``, one per event; ``event`` is the event
+as VARIANT (users query ``event:user.country::string``), made by the compiled Sereal core
+straight from the stored bytes without a Python object per event
+(``eventstore.sereal.decode_variant_packed``: Sereal to JSON text to Variant's binary
+encoding, byte for byte what ``parse_json`` makes of that text) and handed to Spark as
+Arrow batches (a struct of ``value`` and ``metadata`` binaries, the shape pyspark maps to
+VARIANT). With ``event=json`` the last column is ``event_json`` instead: the compact JSON
+text (``decode_json_packed``).
 
-The range ``[start, end)`` (epochs, unix seconds; ``end`` exclusive) is cut into
-partitions of ``epochs_per_partition`` consecutive epochs (fat partitions: every Spark
-task costs tens of milliseconds), each read on an executor: the metadata of all its
+The range ``[start, end)`` (epochs, unix seconds; ``end`` exclusive) is cut into Spark
+partitions of consecutive epochs, as even as epochs allow: as few as keep each within
+``epochs_per_partition`` epochs (fat partitions: every Spark task costs tens of
+milliseconds), rounded up to a multiple of ``parallelism`` (so that no core idles while
+another reads a last partition; :func:`consumer_lib.spark.load_events` passes the
+session's default parallelism). Each is read on an executor: the metadata of all its
 epochs and dcs (one ``multi_get``), then each epoch-dc's chunks (``multi_get``), each
 checked against its checksum postfix. Filters are options only (``types``): no
 ``pushFilters``, which returns wrong results in pyspark 4.3.0 when a DataFrame is
@@ -24,22 +29,30 @@ queried again (issue 8).
 
 Options: ``nodes`` (comma-separated Riak HTTP URLs, required), ``dc`` (comma-separated,
 required), ``start`` / ``end`` (epochs, required), ``types`` (comma-separated ``type`` or
-``type:subtype``; default all), ``epochs_per_partition`` (default 60), ``binary``
-(``utf8`` / ``latin1`` / ``bytes``, see eventstore/sereal/DESIGN.md "JSON transcoding"),
-``timeout_s`` (default 30).
+``type:subtype``; default all), ``epochs_per_partition`` (most epochs per Spark partition,
+default 60), ``parallelism`` (default 1), ``event`` (``variant``, the default, or
+``json``), ``batch_rows`` (least rows per Arrow batch, chunks joined; default 10,000),
+``binary`` (``utf8`` / ``latin1`` / ``bytes``, see eventstore/sereal/DESIGN.md
+"JSON transcoding"), ``timeout_s`` (default 30).
 """
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
-from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceReader,
+    DataSourceStreamReader,
+    InputPartition,
+)
 from pyspark.sql.pandas.types import to_arrow_schema
-from pyspark.sql.types import LongType, StringType, StructField, StructType
+from pyspark.sql.types import LongType, StringType, StructField, StructType, VariantType
 
 from eventstore import sereal
 from eventstore.blob import verify_postfix
@@ -48,27 +61,33 @@ from eventstore.riak import RiakClient
 
 __all__ = [
     "DEFAULT_EPOCHS_PER_PARTITION",
+    "JSON_SCHEMA",
     "SCHEMA",
     "EpochSlice",
     "RiakEventsDataSource",
     "RiakEventsReader",
     "SourceOptions",
     "SparkSourceError",
+    "source_schema",
 ]
 
 DEFAULT_EPOCHS_PER_PARTITION = 60
 DEFAULT_TIMEOUT_S = 30.0
+#: rows per Arrow batch handed to Spark (chunks joined; Spark's own Arrow default)
+DEFAULT_BATCH_ROWS = 10_000
 
-SCHEMA = StructType(
-    [
-        StructField("epoch", LongType(), nullable=False),
-        StructField("dc", StringType(), nullable=False),
-        StructField("type", StringType(), nullable=False),
-        StructField("subtype", StringType(), nullable=False),
-        StructField("chunk", LongType(), nullable=False),
-        StructField("event_json", StringType(), nullable=False),
-    ]
-)
+_KEY_FIELDS = [
+    StructField("epoch", LongType(), nullable=False),
+    StructField("dc", StringType(), nullable=False),
+    StructField("type", StringType(), nullable=False),
+    StructField("subtype", StringType(), nullable=False),
+    StructField("chunk", LongType(), nullable=False),
+]
+#: the rows (option ``event=variant``, the default)
+SCHEMA = StructType([*_KEY_FIELDS, StructField("event", VariantType(), nullable=False)])
+#: the rows with option ``event=json``
+JSON_SCHEMA = StructType([*_KEY_FIELDS, StructField("event_json", StringType(), nullable=False)])
+_EVENT_FORMATS = {"variant": SCHEMA, "json": JSON_SCHEMA}
 
 _INT_RE = re.compile(r"0|[1-9][0-9]*")
 
@@ -76,6 +95,18 @@ _INT_RE = re.compile(r"0|[1-9][0-9]*")
 class SparkSourceError(ValueError):
     """Bad options, or stored data the source cannot read (a chunk the metadata names
     is missing)."""
+
+
+def source_schema(options: Mapping[str, str]) -> StructType:
+    """The rows' schema for these options (``event``: ``variant`` or ``json``).
+
+    Raises:
+        SparkSourceError: another ``event``.
+    """
+    event = str(options.get("event", "variant"))
+    if event not in _EVENT_FORMATS:
+        raise SparkSourceError(f"option 'event' must be variant or json: {event!r}")
+    return _EVENT_FORMATS[event]
 
 
 @dataclass(frozen=True)
@@ -90,6 +121,9 @@ class SourceOptions:
     epochs_per_partition: int
     binary: str
     timeout_s: float
+    parallelism: int = 1
+    event: str = "variant"
+    batch_rows: int = DEFAULT_BATCH_ROWS
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> SourceOptions:
@@ -124,6 +158,13 @@ class SourceOptions:
         per = integer("epochs_per_partition", str(options.get("epochs_per_partition", "60")))
         if per < 1:
             raise SparkSourceError("option 'epochs_per_partition' must be at least 1")
+        parallelism = integer("parallelism", str(options.get("parallelism", "1")))
+        if parallelism < 1:
+            raise SparkSourceError("option 'parallelism' must be at least 1")
+        event = "json" if source_schema(options) is JSON_SCHEMA else "variant"
+        batch_rows = integer("batch_rows", str(options.get("batch_rows", DEFAULT_BATCH_ROWS)))
+        if batch_rows < 1:
+            raise SparkSourceError("option 'batch_rows' must be at least 1")
         binary = str(options.get("binary", "utf8"))
         if binary not in ("utf8", "latin1", "bytes"):
             raise SparkSourceError(f"option 'binary' must be utf8, latin1 or bytes: {binary!r}")
@@ -131,7 +172,19 @@ class SourceOptions:
             timeout_s = float(options.get("timeout_s", DEFAULT_TIMEOUT_S))
         except ValueError:
             raise SparkSourceError("option 'timeout_s' must be a number") from None
-        return cls(nodes, dcs, start, end, tuple(types), per, binary, timeout_s)
+        return cls(
+            nodes,
+            dcs,
+            start,
+            end,
+            tuple(types),
+            per,
+            binary,
+            timeout_s,
+            parallelism,
+            event,
+            batch_rows,
+        )
 
     def wants(self, ref: ChunkRef) -> bool:
         """Whether a chunk of this type and subtype is read."""
@@ -157,10 +210,35 @@ class RiakEventsDataSource(DataSource):
         return "riak-events"
 
     def schema(self) -> StructType:
-        return SCHEMA
+        if self.options.get("substream"):
+            from consumer_lib.spark.substream_source import SUBSTREAM_SCHEMA  # noqa: PLC0415
 
-    def reader(self, schema: StructType) -> RiakEventsReader:
+            return SUBSTREAM_SCHEMA
+        return source_schema(self.options)
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        """The full stream's reader, or a substream's with the ``substream`` option.
+
+        Raises:
+            SparkSourceError: bad options.
+        """
+        if self.options.get("substream"):
+            from consumer_lib.spark import substream_source  # noqa: PLC0415 (imports us)
+
+            return substream_source.SubstreamSourceReader(
+                substream_source.SubstreamOptions.parse(self.options)
+            )
         return RiakEventsReader(SourceOptions.parse(self.options))
+
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:  # noqa: N802
+        """The streaming reader (:mod:`consumer_lib.spark.stream`).
+
+        Raises:
+            SparkSourceError: bad options.
+        """
+        from consumer_lib.spark.stream import RiakEventsStreamReader  # noqa: PLC0415
+
+        return RiakEventsStreamReader(self.options)
 
 
 class RiakEventsReader(DataSourceReader):
@@ -172,18 +250,48 @@ class RiakEventsReader(DataSourceReader):
     def partitions(self) -> Sequence[InputPartition]:
         o = self.options
         return [
-            EpochSlice(s, min(s + o.epochs_per_partition, o.end))
-            for s in range(o.start, o.end, o.epochs_per_partition)
+            EpochSlice(a, b)
+            for a, b in epoch_slices(o.start, o.end, o.epochs_per_partition, o.parallelism)
         ]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, EpochSlice)
-        schema = to_arrow_schema(SCHEMA, timezone="UTC")
+        schema = to_arrow_schema(_EVENT_FORMATS[self.options.event], timezone="UTC")
         client = RiakClient(list(self.options.nodes), timeout_s=self.options.timeout_s)
         try:
-            yield from read_slice(client, self.options, partition.start, partition.stop, schema)
+            batches = read_slice(client, self.options, partition.start, partition.stop, schema)
+            yield from coalesce(batches, self.options.batch_rows)
         finally:
             client.close()
+
+
+def coalesce(batches: Iterator[pa.RecordBatch], min_rows: int) -> Iterator[pa.RecordBatch]:
+    """The batches, consecutive ones joined until each has at least ``min_rows`` rows
+    (the last may have fewer): every Arrow batch costs Spark a fixed overhead, and a
+    chunk holds a few hundred events only."""
+    pending: list[pa.RecordBatch] = []
+    rows = 0
+    for batch in batches:
+        pending.append(batch)
+        rows += batch.num_rows
+        if rows >= min_rows:
+            yield pending[0] if len(pending) == 1 else pa.concat_batches(pending)
+            pending, rows = [], 0
+    if pending:
+        yield pending[0] if len(pending) == 1 else pa.concat_batches(pending)
+
+
+def epoch_slices(start: int, end: int, most: int, parallelism: int) -> list[tuple[int, int]]:
+    """``[start, end)`` cut into consecutive ``(first, stop)`` slices whose sizes differ
+    by at most one epoch: as few as keep each within ``most`` epochs, rounded up to a
+    multiple of ``parallelism`` (never more slices than epochs)."""
+    epochs = end - start
+    if epochs <= 0:
+        return []
+    count = -(-epochs // most)
+    count = min(epochs, -(-count // parallelism) * parallelism)
+    bounds = [start + epochs * i // count for i in range(count + 1)]
+    return list(itertools.pairwise(bounds))
 
 
 def read_slice(  # noqa: PLR0917
@@ -222,24 +330,48 @@ def read_slice(  # noqa: PLR0917
             blob = blobs.get(key.format())
             if blob is None:
                 raise SparkSourceError(f"chunk {key} named by metadata {meta_key} is missing")
-            yield chunk_batch(key, blob.value, schema, options.binary)
+            yield chunk_batch(key, blob.value, schema, options.binary, options.event)
 
 
-def chunk_batch(key: ChunkKey, blob: bytes, schema: pa.Schema, binary: str) -> pa.RecordBatch:
-    """The rows of one stored chunk: its events as JSON text, without Python objects."""
+def chunk_batch(
+    key: ChunkKey, blob: bytes, schema: pa.Schema, binary: str, event: str = "variant"
+) -> pa.RecordBatch:
+    """The rows of one stored chunk: its events as Variant (``event="variant"``) or
+    JSON text (``"json"``), without Python objects."""
     document = verify_postfix(blob, key.format())
-    text, offsets = sereal.decode_json_packed(document, binary=binary)
-    n = len(offsets) // 8 - 1
-    # The packed texts are an Arrow large_string column as they are (no copy); Spark
-    # wants string (32-bit offsets): a cast of the offsets only (a chunk is far below
-    # 2 GiB).
-    events = pa.LargeStringArray.from_buffers(n, pa.py_buffer(offsets), pa.py_buffer(text))
+    events: pa.Array
+    if event == "variant":
+        values, value_offsets, metadata, metadata_offsets = sereal.decode_variant_packed(
+            document, binary=binary
+        )
+        n = len(value_offsets) // 4 - 1
+        # Two binary columns as the codec packed them (int32 offsets, no copy), in the
+        # struct pyspark maps to VARIANT (its fields carry the schema's annotations).
+        events = pa.StructArray.from_arrays(
+            [
+                pa.Array.from_buffers(
+                    pa.binary(), n, [None, pa.py_buffer(value_offsets), pa.py_buffer(values)]
+                ),
+                pa.Array.from_buffers(
+                    pa.binary(), n, [None, pa.py_buffer(metadata_offsets), pa.py_buffer(metadata)]
+                ),
+            ],
+            fields=list(schema.field(5).type),
+        )
+    else:
+        text, offsets = sereal.decode_json_packed(document, binary=binary)
+        n = len(offsets) // 8 - 1
+        # The packed texts are an Arrow large_string column as they are (no copy);
+        # Spark wants string (32-bit offsets): a cast of the offsets only (a chunk is
+        # far below 2 GiB).
+        json = pa.LargeStringArray.from_buffers(n, pa.py_buffer(offsets), pa.py_buffer(text))
+        events = json.cast(pa.string())
     columns: list[Any] = [
         pa.repeat(pa.scalar(key.epoch, pa.int64()), n),
         pa.repeat(pa.scalar(key.dc, pa.string()), n),
         pa.repeat(pa.scalar(key.type, pa.string()), n),
         pa.repeat(pa.scalar(key.subtype, pa.string()), n),
         pa.repeat(pa.scalar(key.chunk, pa.int64()), n),
-        events.cast(pa.string()),
+        events,
     ]
     return pa.RecordBatch.from_arrays(columns, schema=schema)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import shutil
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -40,3 +40,54 @@ def spark() -> Iterator[Any]:
     session.sparkContext.setLogLevel("ERROR")
     yield session
     session.stop()
+
+
+EpochWriter = Callable[..., list[Any]]
+
+
+@pytest.fixture
+def epoch_writer(session_devnode: Any) -> Iterator[EpochWriter]:
+    """``write(dc, start, end, seed=..., web_chunks=2)``: epochs ``[start, end)`` of one
+    dc written as relocators write them (chunks first, metadata last): web:app in
+    ``web_chunks`` chunks and cron: (empty subtype) in one, 1-20 events each. Returns
+    the chunk keys written."""
+    import random
+
+    from eventstore.blob import pack_blob
+    from eventstore.names import ChunkKey, MetadataKey, format_metadata
+    from eventstore.riak import RiakClient
+
+    riak = RiakClient([session_devnode.url])
+
+    def write(dc: str, start: int, end: int, *, seed: int = 0, web_chunks: int = 2) -> list[Any]:
+        rnd = random.Random(seed)
+        written = []
+        for epoch in range(start, end):
+            keys = []
+            for (type_, subtype), chunks in {("web", "app"): web_chunks, ("cron", ""): 1}.items():
+                for number in range(chunks):
+                    events = [
+                        {
+                            "epoch": epoch,
+                            "i": i,
+                            "host": f"web-{rnd.randrange(5)}",
+                            "status": rnd.choice([200, 404, 503]),
+                            "city": rnd.choice(["Amsterdam", "K\u00f8benhavn", "\u6771\u4eac"]),
+                        }
+                        for i in range(rnd.randint(1, 20))
+                    ]
+                    key = ChunkKey(epoch, dc, type_, subtype, number)
+                    riak.put("events", "events", key.format(), pack_blob(events))
+                    keys.append(key)
+            riak.put(
+                "epochs",
+                "epochs",
+                MetadataKey(epoch, dc).format(),
+                format_metadata(keys).encode(),
+                content_type="text/plain",
+            )
+            written.extend(keys)
+        return written
+
+    yield write
+    riak.close()

@@ -46,6 +46,7 @@ def make_event(rnd: random.Random, epoch: int, i: int) -> dict[str, Any]:
         "tags": [rnd.choice(["a", "b", "c"]) for _ in range(rnd.randrange(4))],
         "referrer": None,
         "big": 2**64 - 1 if i % 7 == 0 else -(2**63),
+        "nested": [[i, 2.5e-7], [], [None, "x", {"deep": [1e300, -1.5]}]],
     }
 
 
@@ -118,7 +119,7 @@ def test_range_read_equals_direct_read(spark: Any, epoch_range: Any) -> None:
     options = {"nodes": url, "dc": ",".join(DCS), "start": start - 1, "end": end + 1}
     register(spark)
     raw = spark.read.format("riak-events")
-    for name, value in {**options, "epochs_per_partition": 2}.items():
+    for name, value in {**options, "epochs_per_partition": 2, "event": "json"}.items():
         raw = raw.option(name, str(value))
     rows = raw.load().collect()
     got = sorted(
@@ -136,6 +137,82 @@ def test_range_read_equals_direct_read(spark: Any, epoch_range: Any) -> None:
     assert sorted(canonical(json.loads(r.j)) for r in texts) == sorted(e[5] for e in expected)
 
 
+def test_variant_equals_parse_json_of_the_text(spark: Any, session_devnode: Any) -> None:
+    """The source's VARIANT is byte for byte what parse_json makes of the same event's
+    JSON text, for realistic events and the edge cases of make_event."""
+    from pyspark.sql.functions import col, parse_json, to_json
+
+    from consumer_lib.spark import load_events, register
+    from eventstore.chunking import chunk_events
+    from relocator.events import generate_events
+
+    start = 1_600_000_000 + random.randrange(10**6) * 10
+    rnd = random.Random(start)
+    riak = RiakClient([session_devnode.url])
+    try:
+        pool = generate_events(3000, seed=start) + [make_event(rnd, start, i) for i in range(500)]
+        # keys out of UTF-16 order in UTF-8, -0.0 (parse_json: decimal 0.0), empty nests
+        pool += [
+            {"\ue000": i, "\U0001f600": -0.0, "e": [[], [[]], {}], "x": 0.1 * i} for i in range(9)
+        ]
+        for n, epoch in enumerate(range(start, start + 4)):
+            keys = []
+            for number, chunk in enumerate(chunk_events(pool[n::4], chunk_max_bytes=200_000)):
+                key = ChunkKey(epoch, "ams1", "mix", "", number)
+                riak.put("events", "events", key.format(), chunk.data)
+                keys.append(key)
+            riak.put(
+                "epochs",
+                "epochs",
+                MetadataKey(epoch, "ams1").format(),
+                format_metadata(keys).encode(),
+                content_type="text/plain",
+            )
+    finally:
+        riak.close()
+    options = {"nodes": session_devnode.url, "dc": "ams1", "start": start, "end": start + 4}
+    ours = load_events(spark, **options).select("event")
+    register(spark)
+    raw = spark.read.format("riak-events").option("event", "json")
+    for name, value in options.items():
+        raw = raw.option(name, str(value))
+    theirs = raw.load().select(parse_json(col("event_json")).alias("event"))
+
+    def variants(df: Any) -> list[tuple[bytes, bytes]]:
+        return sorted((r.event.value, r.event.metadata) for r in df.collect())
+
+    def texts(df: Any) -> list[str]:
+        return sorted(r.j for r in df.select(to_json("event").alias("j")).collect())
+
+    mine = variants(ours)
+    assert len(mine) == len(pool)
+    assert mine == variants(theirs)
+    assert texts(ours) == texts(theirs)
+
+
+def test_partitions_even_and_a_multiple_of_parallelism() -> None:
+    from consumer_lib.spark.source import epoch_slices
+
+    assert epoch_slices(0, 300, 60, 2) == [(i * 50, i * 50 + 50) for i in range(6)]
+    assert epoch_slices(0, 150, 60, 2) == [(0, 37), (37, 75), (75, 112), (112, 150)]
+    assert epoch_slices(10, 17, 2, 1) == [(10, 11), (11, 13), (13, 15), (15, 17)]
+    assert epoch_slices(0, 3, 60, 4) == [(0, 1), (1, 2), (2, 3)]
+    assert epoch_slices(5, 5, 60, 2) == []
+
+
+def test_coalesce_joins_small_batches_in_order() -> None:
+    import pyarrow as pa
+
+    from consumer_lib.spark.source import coalesce
+
+    sizes, counter = [3, 4, 10, 2, 1], iter(range(100))
+    batches = [pa.record_batch([pa.array([next(counter) for _ in range(n)])], ["x"]) for n in sizes]
+    out = list(coalesce(iter(batches), 5))
+    assert [b.num_rows for b in out] == [7, 10, 3]
+    assert [x for b in out for x in b.column(0).to_pylist()] == list(range(20))
+    assert [b.num_rows for b in coalesce(iter(batches), 1)] == sizes
+
+
 def test_options_prune_and_requery(spark: Any, epoch_range: Any) -> None:
     from consumer_lib.spark import load_events
 
@@ -143,6 +220,7 @@ def test_options_prune_and_requery(spark: Any, epoch_range: Any) -> None:
     web = direct_read(riak, start, end, types={"web"})
     everything = direct_read(riak, start, end)
     only_web = load_events(spark, nodes=url, dc=",".join(DCS), start=start, end=end, types="web")
+    assert only_web.rdd.getNumPartitions() == spark.sparkContext.defaultParallelism
     assert only_web.count() == len(web)
     df = load_events(spark, nodes=url, dc="ams1,ams4", start=start, end=end)
     df.cache()  # the case pushdown broke: the same DataFrame queried again
@@ -154,6 +232,10 @@ def test_options_prune_and_requery(spark: Any, epoch_range: Any) -> None:
         )
     assert df.count() == len(everything)
     df.unpersist()
+    from consumer_lib.spark import SparkSourceError
+
+    with pytest.raises(SparkSourceError, match="VARIANT"):
+        load_events(spark, nodes=url, dc="ams1", start=start, end=end, event="json")
 
 
 def test_bad_options() -> None:
@@ -165,8 +247,21 @@ def test_bad_options() -> None:
         SourceOptions.parse({"nodes": "http://x:1", "dc": "ams1", "start": "5", "end": "2"})
     with pytest.raises(SparkSourceError, match="start"):
         SourceOptions.parse({"nodes": "http://x:1", "dc": "ams1", "start": "-1", "end": "2"})
+    with pytest.raises(SparkSourceError, match="'event' must be variant or json"):
+        SourceOptions.parse(
+            {"nodes": "http://x:1", "dc": "a", "start": "1", "end": "2", "event": "x"}
+        )
+    with pytest.raises(SparkSourceError, match="batch_rows"):
+        SourceOptions.parse(
+            {"nodes": "http://x:1", "dc": "a", "start": "1", "end": "2", "batch_rows": "0"}
+        )
+    with pytest.raises(SparkSourceError, match="parallelism"):
+        SourceOptions.parse(
+            {"nodes": "http://x:1", "dc": "a", "start": "1", "end": "2", "parallelism": "0"}
+        )
     parsed = SourceOptions.parse(
         {"nodes": "http://x:1/", "dc": "ams1", "start": "0", "end": "9", "types": "web:app,cron"}
     )
     assert parsed.nodes == ("http://x:1",)
     assert parsed.types == (("web", "app"), ("cron", None))
+    assert (parsed.event, parsed.parallelism) == ("variant", 1)

@@ -1,0 +1,263 @@
+"""Spark read throughput: the riak-events data source against Spark's own JSON reader.
+
+A devnode receives ``--epochs`` epochs (default 300) of ``--events`` realistic events
+each (one dc, grouped by type/subtype, chunked at 500 KB as relocators do); the same
+events are written as JSON Lines files (the texts the source itself makes, so both
+sides hold the very same events). Then, on ``local[2]``, each row materializes the
+whole range with a noop write (best of ``--repeat``; the row count is checked first,
+untimed):
+
+- **JSON reader, schema given**: ``spark.read.schema(S).json(dir)`` (S inferred
+  beforehand, untimed): Spark's own reader into typed columns.
+- **text + parse_json (anchor)**: ``spark.read.text(dir)`` and ``parse_json``: the
+  events as VARIANT, the same result as the user path.
+- **source, event VARIANT (user path)**: ``consumer_lib.spark.load_events``.
+- **source, event JSON text**: the source with ``event=json`` (no VARIANT).
+
+The rows run in rounds (each row once per round, so that load changes hit all rows
+alike). Each row prints events/s, the ratio to the anchor, and the CPU seconds spent during
+its best run by the JVM, Spark's Python workers and the devnode (from /proc), with the
+load average: the machine is shared, compare rows of one run only.
+
+    .venv/bin/python bench/spark_bench.py [--epochs 300] [--events 1000] [--repeat 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from collections.abc import Callable
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+from events import generate_events
+
+from eventstore import sereal
+from eventstore.blob import verify_postfix
+from eventstore.chunking import chunk_events
+from eventstore.devnode.testing import DevnodeProcess
+from eventstore.names import ChunkKey, format_metadata
+from eventstore.riak import RiakClient
+
+DC = "dc1"
+FIRST_EPOCH = 1_700_000_000
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def write_range(riak: RiakClient, epochs: int, per_epoch: int, json_dir: Path) -> tuple[int, int]:
+    """Store the epochs (chunks, then metadata) and write their events as JSON Lines,
+    one file per 30 epochs. Returns (events, stored bytes)."""
+    pool = generate_events(per_epoch * 4, seed=8)
+    total = stored = 0
+    out = None
+    for i in range(epochs):
+        if i % 30 == 0:
+            if out is not None:
+                out.close()
+            out = (json_dir / f"part-{i // 30:03d}.json").open("wb")
+        start = (i * per_epoch) % (len(pool) - per_epoch)
+        groups: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
+        for event in pool[start : start + per_epoch]:
+            groups[(event["type"], event["subtype"])].append(event)
+        keys = []
+        for (type_, subtype), group in sorted(groups.items()):
+            for n, chunk in enumerate(chunk_events(group)):
+                key = ChunkKey(FIRST_EPOCH + i, DC, type_, subtype, n)
+                riak.put("events", "events", key.format(), chunk.data)
+                keys.append(key)
+                stored += len(chunk.data)
+                assert out is not None
+                out.writelines(
+                    line + b"\n" for line in sereal.decode_json_lines(verify_postfix(chunk.data))
+                )
+        total += per_epoch
+        riak.put(
+            "epochs",
+            "epochs",
+            f"{FIRST_EPOCH + i}-{DC}",
+            format_metadata(keys).encode(),
+            content_type="text/plain",
+        )
+    if out is not None:
+        out.close()
+    return total, stored
+
+
+def cpu_seconds(root: int) -> dict[tuple[str, int], float]:
+    """CPU seconds (user + system) so far of each process in the trees under
+    ``root``'s children, by (role, pid): role ``jvm`` (java), ``python workers`` (its
+    Python descendants) or ``devnode``."""
+    parent: dict[int, int] = {}
+    ticks: dict[int, int] = {}
+    cmd: dict[int, str] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text()
+            cmdline = Path(f"/proc/{entry}/cmdline").read_bytes()
+        except OSError:
+            continue  # exited meanwhile
+        fields = stat[stat.rindex(")") + 2 :].split()
+        pid = int(entry)
+        parent[pid] = int(fields[1])
+        ticks[pid] = int(fields[11]) + int(fields[12])  # utime + stime
+        cmd[pid] = cmdline.decode(errors="replace")
+    out: dict[tuple[str, int], float] = {}
+    for pid in parent:
+        chain, p = [], pid
+        while p in parent and p != root:
+            chain.append(p)
+            p = parent[p]
+        if p != root or not chain:
+            continue
+        top = cmd[chain[-1]]
+        if "eventstore.devnode" in top:
+            out["devnode", pid] = ticks[pid] / CLOCK_TICKS
+        elif "java" in top.split("\0")[0]:
+            role = "jvm" if pid == chain[-1] else "python workers"
+            out[role, pid] = ticks[pid] / CLOCK_TICKS
+    return out
+
+
+Measurement = tuple[float, dict[str, float], str]  # wall s, CPU s by role, load average
+
+
+def measure(run: Callable[[], None]) -> Measurement:
+    """Wall time of one run, the CPU seconds by role it cost, and the load average
+    just after it."""
+    before = cpu_seconds(os.getpid())
+    t0 = time.perf_counter()
+    run()
+    seconds = time.perf_counter() - t0
+    after = cpu_seconds(os.getpid())
+    cpu: dict[str, float] = defaultdict(float)
+    for (role, pid), seconds_so_far in after.items():  # a process that exited meanwhile
+        cpu[role] += seconds_so_far - before.get((role, pid), 0.0)  # is not counted
+    return seconds, cpu, " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+def noop_write(df: Any) -> None:
+    """Materialize every row and column, keeping nothing."""
+    df.write.format("noop").mode("overwrite").save()
+
+
+def start_spark(driver_memory: str) -> Any:
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    from pyspark.sql import SparkSession
+
+    session = (
+        SparkSession.builder.master("local[2]")
+        .appName("riak-events-spark-bench")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.driver.memory", driver_memory)
+        .getOrCreate()
+    )
+    session.sparkContext.setLogLevel("ERROR")
+    return session
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--epochs", type=int, default=300)
+    parser.add_argument("--events", type=int, default=1000, help="events per epoch")
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--driver-memory", default="2g")
+    parser.add_argument(
+        "--rows", default="json,anchor,variant,text", help="comma-separated rows to run"
+    )
+    args = parser.parse_args()
+
+    from pyspark.sql.functions import col, parse_json
+
+    from consumer_lib.spark import load_events, register
+
+    with tempfile.TemporaryDirectory(prefix="spark-bench-") as tmp:
+        json_dir = Path(tmp) / "json"
+        json_dir.mkdir()
+        node = DevnodeProcess(Path(tmp) / "devnode").start()
+        riak = RiakClient([node.url])
+        try:
+            t0 = time.perf_counter()
+            n_events, stored = write_range(riak, args.epochs, args.events, json_dir)
+            json_bytes = sum(p.stat().st_size for p in json_dir.iterdir())
+            print(
+                f"wrote {args.epochs} epochs, {n_events} events, {stored / 1e6:.1f} MB stored, "
+                f"{json_bytes / 1e6:.1f} MB of JSON lines in {time.perf_counter() - t0:.1f}s "
+                f"(codec: {sereal.IMPLEMENTATION})"
+            )
+            print(
+                f"machine: {platform.processor() or platform.machine()}, "
+                f"{os.cpu_count()} cores, Python {platform.python_version()}, "
+                f"load {' '.join(f'{x:.2f}' for x in os.getloadavg())}"
+            )
+            spark = start_spark(args.driver_memory)
+            register(spark)
+            options = {"nodes": node.url, "dc": DC, "start": FIRST_EPOCH}
+            options["end"] = FIRST_EPOCH + args.epochs
+            schema = spark.read.json(str(json_dir)).schema  # inferred once, untimed
+
+            def frame(row: str) -> Any:
+                if row == "json":
+                    return spark.read.schema(schema).json(str(json_dir))
+                if row == "anchor":
+                    text = spark.read.text(str(json_dir))
+                    return text.select(parse_json(col("value")).alias("event"))
+                if row == "variant":
+                    return load_events(spark, **options)
+                reader = spark.read.format("riak-events").option("event", "json")
+                for name, value in options.items():
+                    reader = reader.option(name, str(value))
+                return reader.load()
+
+            labels = {
+                "json": "JSON reader, schema given",
+                "anchor": "text + parse_json (anchor)",
+                "variant": "source, event VARIANT",
+                "text": "source, event JSON text",
+            }
+            frames = {}
+            for row in args.rows.split(","):
+                frames[row] = frame(row)
+                got = frames[row].count()
+                assert got == n_events, (row, got, n_events)
+            # Rounds of every row in turn, so that a change of load on this shared
+            # machine hits every row alike; each row keeps its best run.
+            results: dict[str, Measurement] = {}
+            for _ in range(args.repeat):
+                for row, df in frames.items():
+                    m = measure(partial(noop_write, df))
+                    if row not in results or m[0] < results[row][0]:
+                        results[row] = m
+            print(
+                f"\n{n_events} events, {args.epochs}-epoch range, local[2], noop write, "
+                f"best of {args.repeat}"
+            )
+            print(
+                f"{'':28} {'events/s':>10} {'x anchor':>8} {'s':>7} {'jvm cpu':>8} "
+                f"{'py cpu':>7} {'devnode':>8}  load"
+            )
+            anchor = results.get("anchor")
+            for row, (secs, cpu, load) in results.items():
+                ratio = f"{anchor[0] / secs:8.2f}" if anchor else f"{'':8}"
+                print(
+                    f"{labels[row]:28} {n_events / secs:10,.0f} {ratio} {secs:7.2f} "
+                    f"{cpu.get('jvm', 0):8.2f} {cpu.get('python workers', 0):7.2f} "
+                    f"{cpu.get('devnode', 0):8.2f}  {load}"
+                )
+            spark.stop()
+        finally:
+            riak.close()
+            node.stop()
+
+
+if __name__ == "__main__":
+    main()

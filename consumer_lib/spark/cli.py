@@ -1,0 +1,233 @@
+"""``riak-events spark export`` and ``riak-events spark backfill``: the Spark jobs.
+
+    riak-events spark export --node http://127.0.0.1:8098 --dc ams4 \\
+        --start 2026-11-22T00:00:00Z --end 2026-11-22T06:00:00Z --out /data/events
+    riak-events spark backfill --node http://127.0.0.1:8098 --dc ams4 --substream web_5xx \\
+        --start now-7d --end now-1h --max-chunks-per-s 20 --plugin-dir plugins/
+
+Locally they start a Spark session (``--master``, default ``local[*]``, Python workers
+on this interpreter). On a cluster, give this file to spark-submit, which supplies the
+master and the session (the jobs use the active session and leave it running)::
+
+    CLI=$(python -c 'import consumer_lib.spark.cli as m; print(m.__file__)')
+    spark-submit --master yarn "$CLI" export --node http://riak1:8098 --dc ams4 \\
+        --start ... --end ... --out hdfs:///events
+
+Progress goes to stderr, one line per hour (export) or a summary (backfill); under
+spark-submit it arrives on spark-submit's stdout (Spark forwards the driver's stderr). Every
+option is also an environment variable ``RIAK_EVENTS_SPARK_<COMMAND>_<OPTION>``.
+Bad input exits with status 2 naming the option; a failed job with status 1.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import click
+
+from consumer_lib.errors import InvalidArgument
+from consumer_lib.ranges import parse_when
+
+
+@contextmanager
+def _session(master: str | None) -> Iterator[Any]:
+    """The active session (spark-submit, tests), or a new one stopped afterwards."""
+    from pyspark.sql import SparkSession  # noqa: PLC0415 (optional extra)
+
+    active = SparkSession.getActiveSession()
+    if active is not None:
+        yield active
+        return
+    # The CLI is the one place that reads the environment: Python workers must import
+    # consumer_lib, so they run this interpreter unless told otherwise.
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    builder = SparkSession.builder.appName("riak-events")
+    builder = builder.config("spark.ui.showConsoleProgress", "false")
+    # No master given: spark-submit's, or local[*] when run as a plain command.
+    session = (builder if master is None else builder.master(master)).getOrCreate()
+    try:
+        yield session
+    finally:
+        session.stop()
+
+
+def _when(value: str, name: str) -> int:
+    try:
+        return parse_when(value, now=time.time())
+    except InvalidArgument as e:
+        raise click.BadParameter(str(e), param_hint=name) from None
+
+
+def _nodes(nodes: tuple[str, ...]) -> list[str]:
+    found = [n.strip() for raw in nodes for n in raw.split(",") if n.strip()]
+    if not found:
+        raise click.BadParameter("at least one Riak HTTP URL is required", param_hint="--node")
+    return found
+
+
+def _job_errors() -> tuple[type[BaseException], ...]:
+    from py4j.protocol import Py4JJavaError  # noqa: PLC0415 (optional extra)
+    from pyspark.errors import PySparkException  # noqa: PLC0415
+
+    return (Py4JJavaError, PySparkException)
+
+
+def _summary(error: BaseException) -> str:
+    """The lines of a Spark failure that name what went wrong (the Python error raised
+    in a task, or the JVM exception's message), not the whole stack."""
+    text = str(error)
+    wanted = [
+        line.strip()
+        for line in text.splitlines()
+        if "Error:" in line or "Exception:" in line or "error:" in line
+    ]
+    return " | ".join(dict.fromkeys(wanted[-3:])) or text.splitlines()[0]
+
+
+def _err(line: str) -> None:
+    click.echo(line, err=True)
+
+
+@click.group(context_settings={"auto_envvar_prefix": "RIAK_EVENTS_SPARK"})
+def spark() -> None:
+    """Spark jobs over the event store: export to Parquet, substream backfill."""
+
+
+_common = [
+    click.option("--node", "nodes", multiple=True, required=True, help="Riak HTTP URL (repeat)."),
+    click.option("--master", default=None, help="Spark master when not under spark-submit."),
+]
+
+
+def _with_common(f: Any) -> Any:
+    for option in reversed(_common):
+        f = option(f)
+    return f
+
+
+@spark.command()
+@_with_common
+@click.option("--dc", required=True, help="The data centre (one).")
+@click.option("--start", required=True, help="First epoch (or date; widened to its hour).")
+@click.option("--end", required=True, help="End epoch, exclusive (widened to a whole hour).")
+@click.option("--out", required=True, help="Output directory (path or URI).")
+@click.option("--types", default="", help="Comma-separated type or type:subtype (default all).")
+@click.option("--files-per-hour", default=2, show_default=True, type=click.IntRange(1))
+@click.option(
+    "--settle-s",
+    default=35.0,
+    show_default=True,
+    type=click.FloatRange(0),
+    help="Seconds after an hour's end before it is marked complete.",
+)
+def export(  # noqa: PLR0917 (click passes options as arguments)
+    nodes: tuple[str, ...],
+    master: str | None,
+    dc: str,
+    start: str,
+    end: str,
+    out: str,
+    types: str,
+    files_per_hour: int,
+    settle_s: float,
+) -> None:
+    """Export [start, end) of one dc to Parquet: date/hour/dc/type, an hour at a time,
+    each replaced whole and marked _COMPLETE once finished."""
+    from consumer_lib.spark.export import export_range  # noqa: PLC0415
+    from consumer_lib.spark.source import SparkSourceError  # noqa: PLC0415
+
+    first, stop = _when(start, "--start"), _when(end, "--end")
+    if stop < first:
+        raise click.BadParameter(f"end {stop} is before start {first}", param_hint="--end")
+    if "," in dc:
+        raise click.BadParameter(f"export writes one dc at a time: {dc!r}", param_hint="--dc")
+    with _session(master) as session:
+        try:
+            hours = export_range(
+                session,
+                nodes=_nodes(nodes),
+                dc=dc,
+                start=first,
+                end=stop,
+                out=out,
+                types=types,
+                files_per_hour=files_per_hour,
+                settle_s=settle_s,
+                progress=_err,
+            )
+        except (SparkSourceError, ValueError) as e:
+            raise click.UsageError(str(e)) from None
+        except _job_errors() as e:
+            raise click.ClickException(f"export failed: {_summary(e)}") from None
+    events = sum(h.events for h in hours)
+    complete = sum(1 for h in hours if h.complete)
+    _err(f"export dc={dc}: {len(hours)} hours ({complete} complete), {events} events")
+
+
+@spark.command()
+@_with_common
+@click.option("--dc", required=True, help="Comma-separated dcs.")
+@click.option("--substream", required=True, help="The substream to run.")
+@click.option("--start", required=True, help="First epoch (or date).")
+@click.option("--end", required=True, help="End epoch, exclusive.")
+@click.option(
+    "--max-chunks-per-s",
+    default=50.0,
+    show_default=True,
+    type=click.FloatRange(0),
+    help="Chunks run per second, whole job (0: no limit).",
+)
+@click.option("--plugin-dir", "plugin_dirs", multiple=True, help="Plugin directory (repeat).")
+@click.option("--entry-points/--no-entry-points", default=True, show_default=True)
+@click.option("--parallelism", default=None, type=click.IntRange(1), help="Spark tasks.")
+def backfill(  # noqa: PLR0917 (click passes options as arguments)
+    nodes: tuple[str, ...],
+    master: str | None,
+    dc: str,
+    substream: str,
+    start: str,
+    end: str,
+    max_chunks_per_s: float,
+    plugin_dirs: tuple[str, ...],
+    entry_points: bool,
+    parallelism: int | None,
+) -> None:
+    """Run one substream over [start, end) and store its results as the companion does
+    (a stored result of the same version is kept)."""
+    from consumer_lib.errors import ConsumerError  # noqa: PLC0415
+    from consumer_lib.spark.backfill import backfill as run  # noqa: PLC0415
+
+    first, stop = _when(start, "--start"), _when(end, "--end")
+    if stop < first:
+        raise click.BadParameter(f"end {stop} is before start {first}", param_hint="--end")
+    dcs = [d.strip() for d in dc.split(",") if d.strip()]
+    with _session(master) as session:
+        began = time.monotonic()
+        try:
+            counts = run(
+                session,
+                nodes=_nodes(nodes),
+                dcs=dcs,
+                substream=substream,
+                start=first,
+                end=stop,
+                plugin_dirs=plugin_dirs,
+                entry_points=entry_points,
+                max_chunks_per_s=max_chunks_per_s,
+                parallelism=parallelism,
+            )
+        except (ConsumerError, ValueError) as e:
+            raise click.UsageError(str(e)) from None
+        except _job_errors() as e:
+            raise click.ClickException(f"backfill failed: {_summary(e)}") from None
+    summary = ", ".join(f"{k} {v}" for k, v in counts.items())
+    _err(f"backfill {substream} [{first}, {stop}): {summary} in {time.monotonic() - began:.1f}s")
+
+
+if __name__ == "__main__":  # spark-submit .../consumer_lib/spark/cli.py export ...
+    spark()
