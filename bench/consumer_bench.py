@@ -35,15 +35,13 @@ from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any
 
-from events import generate_events
+from events import generate_events, store_epoch
 
 from companion.testing import Stack, start_stack
 from consumer_lib import EventsClient
 from eventstore import sereal
 from eventstore.blob import unpack_blob
-from eventstore.chunking import chunk_events
 from eventstore.devnode.testing import free_port
-from eventstore.names import ChunkKey, format_metadata
 from relocator.testing import AckedSender, RelocatorProcess, write_config
 from substreams.loader import load_file, plugin_files
 
@@ -58,24 +56,8 @@ def write_range(stack: Stack, first: int, epochs: int, per_epoch: int) -> tuple[
     total = 0
     for i in range(epochs):
         start = (i * per_epoch) % (len(events) - per_epoch)
-        groups: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
-        for e in events[start : start + per_epoch]:
-            groups[(e["type"], e["subtype"])].append(e)
-        keys = []
-        for (type_, subtype), group in sorted(groups.items()):
-            for n, chunk in enumerate(chunk_events(group)):
-                key = ChunkKey(first + i, DC, type_, subtype, n)
-                stack.riak.put("events", "events", key.format(), chunk.data)
-                keys.append(key)
-                blobs.append(chunk.data)
+        blobs += store_epoch(stack.riak, first + i, DC, events[start : start + per_epoch])
         total += per_epoch
-        stack.riak.put(
-            "epochs",
-            "epochs",
-            f"{first + i}-{DC}",
-            format_metadata(keys).encode(),
-            content_type="text/plain",
-        )
     return total, blobs
 
 

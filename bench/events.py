@@ -1,8 +1,9 @@
 """The benchmarks' events: a re-export of :mod:`relocator.events` (one generator for the
-product, the tests and the benchmarks).
+product, the tests and the benchmarks), and how benchmarks store an epoch of them.
 
 ``generate_events(n, seed)`` returns ``n`` deterministic events of the realistic web /
 cron / load-balancer mix (~700 bytes each as JSON); see :mod:`relocator.events`.
+``store_epoch(riak, epoch, dc, events)`` stores them as a relocator does.
 
 Run as a script to write them as JSON: ``python bench/events.py --events 20000 > ev.json``.
 """
@@ -12,10 +13,43 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections import defaultdict
+from collections.abc import Sequence
+from typing import Any
 
+from eventstore.chunking import chunk_events
+from eventstore.names import ChunkKey, MetadataKey, format_metadata
+from eventstore.riak import RiakClient
 from relocator.events import Event, generate_events
 
-__all__ = ["Event", "generate_events"]
+__all__ = ["Event", "generate_events", "store_epoch"]
+
+
+def store_epoch(
+    riak: RiakClient, epoch: int, dc: str, events: Sequence[dict[str, Any]]
+) -> list[bytes]:
+    """Store one epoch-dc as a relocator does: the events grouped by (type, subtype),
+    chunked at 500 KB, every chunk first, the metadata last. Returns the stored blobs in
+    metadata order."""
+    groups: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
+    for event in events:
+        groups[(event["type"], event["subtype"])].append(event)
+    keys: list[ChunkKey] = []
+    blobs: list[bytes] = []
+    for (type_, subtype), group in sorted(groups.items()):
+        for n, chunk in enumerate(chunk_events(group)):
+            key = ChunkKey(epoch, dc, type_, subtype, n)
+            riak.put("events", "events", key.format(), chunk.data)
+            keys.append(key)
+            blobs.append(chunk.data)
+    riak.put(
+        "epochs",
+        "epochs",
+        MetadataKey(epoch, dc).format(),
+        format_metadata(keys).encode(),
+        content_type="text/plain",
+    )
+    return blobs
 
 
 def main() -> None:

@@ -36,13 +36,11 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from events import generate_events
+from events import generate_events, store_epoch
 
 from eventstore import sereal
 from eventstore.blob import verify_postfix
-from eventstore.chunking import chunk_events
 from eventstore.devnode.testing import DevnodeProcess
-from eventstore.names import ChunkKey, format_metadata
 from eventstore.riak import RiakClient
 
 DC = "dc1"
@@ -62,28 +60,11 @@ def write_range(riak: RiakClient, epochs: int, per_epoch: int, json_dir: Path) -
                 out.close()
             out = (json_dir / f"part-{i // 30:03d}.json").open("wb")
         start = (i * per_epoch) % (len(pool) - per_epoch)
-        groups: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
-        for event in pool[start : start + per_epoch]:
-            groups[(event["type"], event["subtype"])].append(event)
-        keys = []
-        for (type_, subtype), group in sorted(groups.items()):
-            for n, chunk in enumerate(chunk_events(group)):
-                key = ChunkKey(FIRST_EPOCH + i, DC, type_, subtype, n)
-                riak.put("events", "events", key.format(), chunk.data)
-                keys.append(key)
-                stored += len(chunk.data)
-                assert out is not None
-                out.writelines(
-                    line + b"\n" for line in sereal.decode_json_lines(verify_postfix(chunk.data))
-                )
+        for blob in store_epoch(riak, FIRST_EPOCH + i, DC, pool[start : start + per_epoch]):
+            stored += len(blob)
+            assert out is not None
+            out.writelines(line + b"\n" for line in sereal.decode_json_lines(verify_postfix(blob)))
         total += per_epoch
-        riak.put(
-            "epochs",
-            "epochs",
-            f"{FIRST_EPOCH + i}-{DC}",
-            format_metadata(keys).encode(),
-            content_type="text/plain",
-        )
     if out is not None:
         out.close()
     return total, stored

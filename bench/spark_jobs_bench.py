@@ -31,12 +31,10 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from events import generate_events
+from events import generate_events, store_epoch
 from spark_bench import cpu_seconds, start_spark
 
-from eventstore.chunking import chunk_events
 from eventstore.devnode.testing import DevnodeProcess
-from eventstore.names import ChunkKey, format_metadata
 from eventstore.riak import RiakClient
 
 HOUR = 3600
@@ -49,24 +47,7 @@ def load() -> str:
 
 def write_epoch(riak: RiakClient, dc: str, epoch: int, events: list[dict[str, Any]]) -> int:
     """Chunks, then metadata, as a relocator writes; returns stored bytes."""
-    groups: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
-    for event in events:
-        groups[(event["type"], event["subtype"])].append(event)
-    keys, stored = [], 0
-    for (type_, subtype), group in sorted(groups.items()):
-        for n, chunk in enumerate(chunk_events(group)):
-            key = ChunkKey(epoch, dc, type_, subtype, n)
-            riak.put("events", "events", key.format(), chunk.data)
-            keys.append(key)
-            stored += len(chunk.data)
-    riak.put(
-        "epochs",
-        "epochs",
-        f"{epoch}-{dc}",
-        format_metadata(keys).encode(),
-        content_type="text/plain",
-    )
-    return stored
+    return sum(map(len, store_epoch(riak, epoch, dc, events)))
 
 
 def bench_export(spark: Any, url: str, args: argparse.Namespace, tmp: Path) -> None:
