@@ -4,35 +4,13 @@ write them (chunks first, metadata last)."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
-from eventstore.blob import pack_blob
-from eventstore.names import ChunkKey, format_metadata
-from eventstore.riak import RiakClient
+from eventstore.names import ChunkKey
+from eventstore.testing import Spec, write_epoch
 
-Spec = dict[tuple[str, str], list[list[dict[str, Any]]]]
+__all__ = ["Spec", "Writer", "sample_spec", "write_epoch"]
+
 Writer = Callable[..., list[ChunkKey]]
-
-
-def write_epoch(riaks: list[RiakClient], epoch: int, dc: str, spec: Spec) -> list[ChunkKey]:
-    """Write each chunk of ``spec`` ((type, subtype) -> list of chunks' events) to every
-    client's store, then the metadata. Returns the keys in chunk order."""
-    keys = []
-    for (type_, subtype), chunks in sorted(spec.items()):
-        for number, events in enumerate(chunks):
-            key = ChunkKey(epoch, dc, type_, subtype, number)
-            for riak in riaks:
-                riak.put("events", "events", key.format(), pack_blob(events))
-            keys.append(key)
-    for riak in riaks:
-        riak.put(
-            "epochs",
-            "epochs",
-            f"{epoch}-{dc}",
-            format_metadata(keys).encode(),
-            content_type="text/plain",
-        )
-    return keys
 
 
 def sample_spec(epoch: int, *, web_chunks: int = 12) -> Spec:

@@ -53,20 +53,19 @@ def epoch_writer(session_devnode: Any) -> Iterator[EpochWriter]:
     the chunk keys written."""
     import random
 
-    from eventstore.blob import pack_blob
-    from eventstore.names import ChunkKey, MetadataKey, format_metadata
     from eventstore.riak import RiakClient
+    from eventstore.testing import write_epoch
 
     riak = RiakClient([session_devnode.url])
 
     def write(dc: str, start: int, end: int, *, seed: int = 0, web_chunks: int = 2) -> list[Any]:
         rnd = random.Random(seed)
         written = []
+        groups = {("web", "app"): web_chunks, ("cron", ""): 1}
         for epoch in range(start, end):
-            keys = []
-            for (type_, subtype), chunks in {("web", "app"): web_chunks, ("cron", ""): 1}.items():
-                for number in range(chunks):
-                    events = [
+            spec = {
+                (type_, subtype): [
+                    [
                         {
                             "epoch": epoch,
                             "i": i,
@@ -76,17 +75,11 @@ def epoch_writer(session_devnode: Any) -> Iterator[EpochWriter]:
                         }
                         for i in range(rnd.randint(1, 20))
                     ]
-                    key = ChunkKey(epoch, dc, type_, subtype, number)
-                    riak.put("events", "events", key.format(), pack_blob(events))
-                    keys.append(key)
-            riak.put(
-                "epochs",
-                "epochs",
-                MetadataKey(epoch, dc).format(),
-                format_metadata(keys).encode(),
-                content_type="text/plain",
-            )
-            written.extend(keys)
+                    for _ in range(chunks)
+                ]
+                for (type_, subtype), chunks in groups.items()
+            }
+            written.extend(write_epoch([riak], epoch, dc, spec))
         return written
 
     yield write

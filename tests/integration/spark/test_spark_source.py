@@ -15,11 +15,12 @@ from typing import Any
 import pytest
 
 from eventstore import sereal
-from eventstore.blob import pack_blob, verify_postfix
+from eventstore.blob import verify_postfix
 from eventstore.devnode.testing import DevnodeProcess
 from eventstore.names import ChunkKey, MetadataKey, format_metadata, parse_metadata
 from eventstore.riak import RiakClient
 from eventstore.riak.errors import NotFound
+from eventstore.testing import write_epoch
 
 # Spark's py4j gateway leaves sockets for the garbage collector to close; those
 # ResourceWarnings come from Spark, not from the code under test.
@@ -56,20 +57,18 @@ def write_range(riak: RiakClient, start: int, end: int, seed: int) -> None:
     rnd = random.Random(seed)
     for epoch in range(start, end):
         for dc in DCS:
-            keys = []
             spec = {("web", "app"): rnd.randint(1, 3), ("cron", ""): 1}
-            for (type_, subtype), chunks in spec.items():
-                for number in range(chunks):
-                    events = [make_event(rnd, epoch, i) for i in range(rnd.randint(1, 40))]
-                    key = ChunkKey(epoch, dc, type_, subtype, number)
-                    riak.put("events", "events", key.format(), pack_blob(events))
-                    keys.append(key)
-            riak.put(
-                "epochs",
-                "epochs",
-                MetadataKey(epoch, dc).format(),
-                format_metadata(keys).encode(),
-                content_type="text/plain",
+            write_epoch(
+                [riak],
+                epoch,
+                dc,
+                {
+                    group: [
+                        [make_event(rnd, epoch, i) for i in range(rnd.randint(1, 40))]
+                        for _ in range(chunks)
+                    ]
+                    for group, chunks in spec.items()
+                },
             )
 
 
