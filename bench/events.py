@@ -18,8 +18,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from eventstore.chunking import chunk_events
-from eventstore.names import ChunkKey, MetadataKey, format_metadata
 from eventstore.riak import RiakClient
+from eventstore.testing import store_chunks
 from relocator.events import Event, generate_events
 
 __all__ = ["Event", "generate_events", "store_epoch"]
@@ -34,22 +34,13 @@ def store_epoch(
     groups: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
     for event in events:
         groups[(event["type"], event["subtype"])].append(event)
-    keys: list[ChunkKey] = []
-    blobs: list[bytes] = []
-    for (type_, subtype), group in sorted(groups.items()):
-        for n, chunk in enumerate(chunk_events(group)):
-            key = ChunkKey(epoch, dc, type_, subtype, n)
-            riak.put("events", "events", key.format(), chunk.data)
-            keys.append(key)
-            blobs.append(chunk.data)
-    riak.put(
-        "epochs",
-        "epochs",
-        MetadataKey(epoch, dc).format(),
-        format_metadata(keys).encode(),
-        content_type="text/plain",
-    )
-    return blobs
+    blobs = [
+        (type_, subtype, chunk.data)
+        for (type_, subtype), group in sorted(groups.items())
+        for chunk in chunk_events(group)
+    ]
+    store_chunks([riak], epoch, dc, blobs)
+    return [blob for _, _, blob in blobs]
 
 
 def main() -> None:

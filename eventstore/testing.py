@@ -9,7 +9,7 @@ from eventstore.blob import pack_blob
 from eventstore.names import ChunkKey, MetadataKey, format_metadata
 from eventstore.riak import RiakClient
 
-__all__ = ["Spec", "write_epoch"]
+__all__ = ["Spec", "store_chunks", "write_epoch"]
 
 #: (type, subtype) -> the events of each of its chunks, in chunk order.
 Spec = dict[tuple[str, str], list[list[dict[str, Any]]]]
@@ -21,13 +21,28 @@ def write_epoch(riaks: list[RiakClient], epoch: int, dc: str, spec: Spec) -> lis
     Returns:
         The chunk keys in metadata order ((type, subtype) sorted, then chunk number).
     """
+    blobs = [
+        (type_, subtype, pack_blob(events))
+        for (type_, subtype), chunks in sorted(spec.items())
+        for events in chunks
+    ]
+    return store_chunks(riaks, epoch, dc, blobs)
+
+
+def store_chunks(
+    riaks: list[RiakClient], epoch: int, dc: str, blobs: list[tuple[str, str, bytes]]
+) -> list[ChunkKey]:
+    """Store stored-format blobs ``(type, subtype, blob)`` as the chunks of one epoch-dc,
+    numbered in order within each (type, subtype), in every client's cluster; then the
+    metadata listing them in that order. Returns the keys."""
     keys = []
-    for (type_, subtype), chunks in sorted(spec.items()):
-        for number, events in enumerate(chunks):
-            key = ChunkKey(epoch, dc, type_, subtype, number)
-            for riak in riaks:
-                riak.put("events", "events", key.format(), pack_blob(events))
-            keys.append(key)
+    numbers: dict[tuple[str, str], int] = {}
+    for type_, subtype, blob in blobs:
+        number = numbers[type_, subtype] = numbers.get((type_, subtype), -1) + 1
+        key = ChunkKey(epoch, dc, type_, subtype, number)
+        for riak in riaks:
+            riak.put("events", "events", key.format(), blob)
+        keys.append(key)
     for riak in riaks:
         riak.put(
             "epochs",
