@@ -63,6 +63,26 @@ def _when(value: str, name: str) -> int:
         raise click.BadParameter(str(e), param_hint=name) from None
 
 
+def _range(start: str, end: str) -> tuple[int, int]:
+    """``--start`` / ``--end`` as epochs; raises click errors naming the option."""
+    first, stop = _when(start, "--start"), _when(end, "--end")
+    if stop < first:
+        raise click.BadParameter(f"end {stop} is before start {first}", param_hint="--end")
+    return first, stop
+
+
+@contextmanager
+def _job(name: str, usage_errors: tuple[type[Exception], ...]) -> Iterator[None]:
+    """Bad arguments found by the job (``usage_errors``) become usage errors; a Spark
+    failure becomes one line naming what went wrong."""
+    try:
+        yield
+    except usage_errors as e:
+        raise click.UsageError(str(e)) from None
+    except _job_errors() as e:
+        raise click.ClickException(f"{name} failed: {_summary(e)}") from None
+
+
 def _nodes(nodes: tuple[str, ...]) -> list[str]:
     found = [n.strip() for raw in nodes for n in raw.split(",") if n.strip()]
     if not found:
@@ -141,29 +161,22 @@ def export(  # noqa: PLR0917 (click passes options as arguments)
     from consumer_lib.spark.export import export_range  # noqa: PLC0415
     from consumer_lib.spark.source import SparkSourceError  # noqa: PLC0415
 
-    first, stop = _when(start, "--start"), _when(end, "--end")
-    if stop < first:
-        raise click.BadParameter(f"end {stop} is before start {first}", param_hint="--end")
+    first, stop = _range(start, end)
     if "," in dc:
         raise click.BadParameter(f"export writes one dc at a time: {dc!r}", param_hint="--dc")
-    with _session(master) as session:
-        try:
-            hours = export_range(
-                session,
-                nodes=_nodes(nodes),
-                dc=dc,
-                start=first,
-                end=stop,
-                out=out,
-                types=types,
-                files_per_hour=files_per_hour,
-                settle_s=settle_s,
-                progress=_err,
-            )
-        except (SparkSourceError, ValueError) as e:
-            raise click.UsageError(str(e)) from None
-        except _job_errors() as e:
-            raise click.ClickException(f"export failed: {_summary(e)}") from None
+    with _session(master) as session, _job("export", (SparkSourceError, ValueError)):
+        hours = export_range(
+            session,
+            nodes=_nodes(nodes),
+            dc=dc,
+            start=first,
+            end=stop,
+            out=out,
+            types=types,
+            files_per_hour=files_per_hour,
+            settle_s=settle_s,
+            progress=_err,
+        )
     events = sum(h.events for h in hours)
     complete = sum(1 for h in hours if h.complete)
     _err(f"export dc={dc}: {len(hours)} hours ({complete} complete), {events} events")
@@ -202,13 +215,11 @@ def backfill(  # noqa: PLR0917 (click passes options as arguments)
     from consumer_lib.errors import ConsumerError  # noqa: PLC0415
     from consumer_lib.spark.backfill import backfill as run  # noqa: PLC0415
 
-    first, stop = _when(start, "--start"), _when(end, "--end")
-    if stop < first:
-        raise click.BadParameter(f"end {stop} is before start {first}", param_hint="--end")
+    first, stop = _range(start, end)
     dcs = [d.strip() for d in dc.split(",") if d.strip()]
     with _session(master) as session:
         began = time.monotonic()
-        try:
+        with _job("backfill", (ConsumerError, ValueError)):
             counts = run(
                 session,
                 nodes=_nodes(nodes),
@@ -221,10 +232,6 @@ def backfill(  # noqa: PLR0917 (click passes options as arguments)
                 max_chunks_per_s=max_chunks_per_s,
                 parallelism=parallelism,
             )
-        except (ConsumerError, ValueError) as e:
-            raise click.UsageError(str(e)) from None
-        except _job_errors() as e:
-            raise click.ClickException(f"backfill failed: {_summary(e)}") from None
     summary = ", ".join(f"{k} {v}" for k, v in counts.items())
     _err(f"backfill {substream} [{first}, {stop}): {summary} in {time.monotonic() - began:.1f}s")
 
