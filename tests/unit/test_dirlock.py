@@ -48,6 +48,7 @@ def test_lock_of_a_killed_holder_is_free(tmp_path: Path) -> None:
         lock_directory(tmp_path)
     proc.send_signal(signal.SIGKILL)
     proc.wait()
+    proc.stdout.close()
     deadline = time.monotonic() + 5
     while True:
         try:
