@@ -40,10 +40,14 @@ class CompanionProcess(ServerProcess):
         start_timeout_s: float = 30.0,
         extra_args: tuple[str, ...] = (),
         python: str = sys.executable,
+        host: str = "127.0.0.1",
     ) -> None:
         self.config = config
         self.port = port or free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
+        # host: the address it listens on and is asked at (the chaos campaign's devnode
+        # posts from a network namespace of its own, so not loopback there).
+        self.host = host
+        self.url = f"http://{host}:{self.port}"
         super().__init__("companion", config.parent / f"companion-{self.port}.log")
         self._start_timeout_s = start_timeout_s
         self._extra_args = extra_args
@@ -56,7 +60,7 @@ class CompanionProcess(ServerProcess):
             RuntimeError: it exited or did not become healthy in time; with its log.
         """
         argv = [self._python, "-m", "companion", "--config", str(self.config)]
-        argv += ["--listen", f"127.0.0.1:{self.port}", *self._extra_args]
+        argv += ["--listen", f"{self.host}:{self.port}", *self._extra_args]
         self._launch(
             argv,
             healthy=lambda: self.request("GET", "/healthz")[0] == 200,
@@ -69,7 +73,7 @@ class CompanionProcess(ServerProcess):
         self, method: str, path: str, body: Any = None, *, timeout_s: float = 5.0
     ) -> tuple[int, bytes]:
         """One HTTP request; ``(0, b"")`` when the connection fails."""
-        connection = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout_s)
+        connection = http.client.HTTPConnection(self.host, self.port, timeout=timeout_s)
         try:
             payload = None if body is None else json.dumps(body).encode()
             headers = {"Content-Type": "application/json"} if payload is not None else {}

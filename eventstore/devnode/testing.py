@@ -11,6 +11,7 @@ from __future__ import annotations
 import http.client
 import socket
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 from eventstore.process_harness import ServerProcess, environment_without
@@ -34,11 +35,17 @@ class DevnodeProcess(ServerProcess):
         port: int | None = None,
         start_timeout_s: float = 20.0,
         python: str = sys.executable,
+        host: str = "127.0.0.1",
+        wrapper: Sequence[str] = (),
     ) -> None:
         self.data_dir = data_dir
         self.config = config
         self.port = port or free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
+        # host and wrapper: the chaos campaign runs the devnode in a network namespace of
+        # its own (wrapper ``ip netns exec NAME``) on that namespace's address.
+        self.host = host
+        self.url = f"http://{host}:{self.port}"
+        self._wrapper = tuple(wrapper)
         super().__init__("devnode", data_dir.parent / f"devnode-{self.port}.log")
         self._start_timeout_s = start_timeout_s
         self._python = python
@@ -50,8 +57,8 @@ class DevnodeProcess(ServerProcess):
             RuntimeError: it exited or did not answer in time; the message holds its log.
         """
         self.data_dir.mkdir(parents=True, exist_ok=True)
-        argv = [self._python, "-m", "eventstore.devnode", "--data-dir", str(self.data_dir)]
-        argv += ["--listen", f"127.0.0.1:{self.port}"]
+        argv = [*self._wrapper, self._python, "-m", "eventstore.devnode"]
+        argv += ["--data-dir", str(self.data_dir), "--listen", f"{self.host}:{self.port}"]
         if self.config is not None:
             argv += ["--config", str(self.config)]
         self._launch(
@@ -65,7 +72,7 @@ class DevnodeProcess(ServerProcess):
 
     def ping(self) -> bool:
         """Whether ``/ping`` answers 200 now."""
-        connection = http.client.HTTPConnection("127.0.0.1", self.port, timeout=1.0)
+        connection = http.client.HTTPConnection(self.host, self.port, timeout=1.0)
         try:
             connection.request("GET", "/ping")
             return connection.getresponse().status == 200
