@@ -8,29 +8,39 @@ declared types/subtypes, and the caller's filter)::
     record = GET substreams/<name>/<chunk key>
         404                                   -> fallback, reason "missing"
         unreadable (bad checksum, not a record) -> fallback, reason "unreadable"
+        status error "disabled: ..." of the local plugin's version
+                                              -> gap, reason "disabled" (not re-run)
         status shed | timeout | error | killed  -> fallback, reason = the status
         ok, but another version than the local plugin's
                                               -> fallback, reason "version_mismatch"
                                                  (unless accept_other_versions)
         ok                                    -> served "server"
     fallback: GET the full chunk (verified, retried on other nodes like the full stream),
-              run the SAME plugin function on it in this process, and pass the result
-              through the very encoding the companion stores (``substreams.results``),
-              so it is exactly what the companion would have stored;   served "fallback"
+              run the SAME plugin on it in the companion's sandbox
+              (:mod:`consumer_lib.fallback`: a forked child with the plugin's declared
+              limits: deadline, memory, CPU, result size), its result packed by the
+              child as the companion stores it and decoded here as a server result is;
+                  ok                           -> served "fallback"
+                  timeout | killed | error     -> "gap", ``fallback_status`` and
+                                                  ``error`` say why
     fallback == "off": no fallback; a record with served "gap" and the reason
 
 Results are resolved on the pool up to ``prefetch`` chunks ahead and yielded in order.
-Each fallback is counted in ``consumer_fallback_total{reason}``.
+Each fallback is counted in ``consumer_fallback_total{reason}`` and how it ended in
+``consumer_fallback_runs_total{status}``.
 
-Failure semantics: a plugin that raises (or returns something Sereal cannot encode) in
-the fallback yields a "gap" naming the error; it does not stop the read. A chunk that
-cannot be read for the fallback (missing, no good copy) raises like the full stream.
+Failure semantics: a plugin that raises, sleeps past its deadline, exceeds its memory
+limit, crashes or returns something too large or not Sereal-encodable in the fallback
+yields a "gap" naming the failure, within its deadline plus the kill grace; it does not
+stop the read nor hurt the caller's process. A plugin the server disabled is not run
+here (the runs that disabled it failed; re-running each chunk would cost every reader
+the same). A chunk that cannot be read for the fallback (missing, no good copy) raises
+like the full stream.
 """
 
 from __future__ import annotations
 
 import logging
-import traceback
 from collections.abc import Callable, Iterator
 from concurrent.futures import Executor
 from typing import Literal
@@ -38,6 +48,7 @@ from typing import Literal
 from prometheus_client import Counter
 
 from consumer_lib.errors import ConsumerError, InvalidArgument
+from consumer_lib.fallback import DEFAULT_CAP, run_fallback
 from consumer_lib.fullstream import EpochMark, epoch_metadata, marks
 from consumer_lib.pipeline import prefetch
 from consumer_lib.plugins import PluginCatalog
@@ -46,12 +57,20 @@ from consumer_lib.store import Store
 from consumer_lib.types import ChunkFilter, SubstreamEpoch, SubstreamResult
 from eventstore.errors import InvalidName
 from eventstore.names import ChunkKey, ChunkRef, check_bucket_name
-from substreams.api import Context, Substream
-from substreams.results import ok_value, read_result
+from substreams.api import Substream
+from substreams.results import ResultRecord
+from substreams.sandbox import Limits
 
 log = logging.getLogger(__name__)
 
-__all__ = ["FALLBACK_TOTAL", "FallbackMode", "SubstreamReader", "epoch_reader", "results"]
+__all__ = [
+    "FALLBACK_RUNS_TOTAL",
+    "FALLBACK_TOTAL",
+    "FallbackMode",
+    "SubstreamReader",
+    "epoch_reader",
+    "results",
+]
 
 #: ``auto``: fall back when the server has no usable result; ``off``: yield gaps;
 #: ``always``: never read server results (verification, benchmarks).
@@ -61,6 +80,11 @@ FALLBACK_TOTAL = Counter(
     "consumer_fallback_total",
     "Substream results computed by the client-side fallback, by reason",
     ["reason"],
+)
+FALLBACK_RUNS_TOTAL = Counter(
+    "consumer_fallback_runs_total",
+    "Sandboxed client-side fallback runs, by how they ended (ok, timeout, killed, error)",
+    ["status"],
 )
 RESULTS_TOTAL = Counter(
     "consumer_substream_results_total",
@@ -79,6 +103,8 @@ class SubstreamReader:
             is asked for, and no fallback is possible).
         fallback: ``auto``, ``off`` or ``always``.
         accept_other_versions: take server results computed by another plugin version.
+        cap: caps lowering the plugin's declared limits in the fallback (the
+            companion's defaults; None: the declared limits as they are).
     """
 
     def __init__(
@@ -89,12 +115,14 @@ class SubstreamReader:
         *,
         fallback: FallbackMode,
         accept_other_versions: bool = False,
+        cap: Limits | None = DEFAULT_CAP,
     ) -> None:
         self.store = store
         self.name = name
         self.plugin = plugin
         self.fallback = fallback
         self.accept_other_versions = accept_other_versions
+        self.cap = cap
 
     def resolve(self, key: ChunkKey) -> SubstreamResult:
         """The result for one chunk, from the server or by fallback."""
@@ -109,6 +137,10 @@ class SubstreamReader:
             reason, server_error = "unreadable", fetched.unreadable
         elif not fetched.record.ok:
             reason, server_error = fetched.record.status, fetched.record.error
+            if _disabled(fetched.record):
+                reason = "disabled"
+                if self.plugin is None or fetched.record.version == self.plugin.version:
+                    return self._gap(key, reason, server_error, read_bytes)
         elif (
             self.plugin is not None
             and not self.accept_other_versions
@@ -123,12 +155,25 @@ class SubstreamReader:
                 self.name, key, "server", None, record.result, record.version, None, read_bytes
             )
         if self.fallback == "off" or self.plugin is None:
-            RESULTS_TOTAL.labels("gap").inc()
-            version = "" if self.plugin is None else self.plugin.version
-            return SubstreamResult(
-                self.name, key, "gap", reason, None, version, server_error, read_bytes
-            )
+            return self._gap(key, reason, server_error, read_bytes)
         return self._fall_back(key, reason, server_error, read_bytes)
+
+    def _gap(
+        self, key: ChunkKey, reason: str, server_error: str | None, read_bytes: int
+    ) -> SubstreamResult:
+        """No result and no run here: the server's reason and error."""
+        RESULTS_TOTAL.labels("gap").inc()
+        if reason == "disabled":
+            log.info(
+                "consumer: substream=%s key=%s: disabled on the server, not run here (%s)",
+                self.name,
+                key,
+                server_error,
+            )
+        version = "" if self.plugin is None else self.plugin.version
+        return SubstreamResult(
+            self.name, key, "gap", reason, None, version, server_error, read_bytes
+        )
 
     def _fall_back(
         self, key: ChunkKey, reason: str, server_error: str | None, read_bytes: int
@@ -146,21 +191,32 @@ class SubstreamReader:
         )
         chunk = self.store.chunk(key)
         size = read_bytes + chunk.size_bytes
-        kind = "exception"
-        try:
-            raw = plugin(chunk.events, Context.of(key))
-            kind = "unencodable"
-            # The companion's stored form, decoded as a server result is: same value.
-            result = read_result(ok_value(plugin.name, plugin.version, raw)).result
-        except Exception as e:  # plugin code may raise anything
-            error = "".join(traceback.format_exception_only(type(e), e)).strip()
+        (run,) = run_fallback([plugin], chunk.events, key, cap=self.cap)
+        FALLBACK_RUNS_TOTAL.labels(run.status).inc()
+        if not run.ok:
             RESULTS_TOTAL.labels("gap").inc()
-            error = f"fallback: {kind}: {error}"
-            return SubstreamResult(self.name, key, "gap", reason, None, plugin.version, error, size)
+            log.warning(
+                "consumer: substream=%s key=%s: fallback %s in %.3fs: %s",
+                self.name,
+                key,
+                run.status,
+                run.wall_s,
+                run.error,
+            )
+            error = f"fallback {run.status}: {run.error}"
+            return SubstreamResult(
+                self.name, key, "gap", reason, None, plugin.version, error, size, run.status
+            )
         RESULTS_TOTAL.labels("fallback").inc()
         return SubstreamResult(
-            self.name, key, "fallback", reason, result, plugin.version, server_error, size
+            self.name, key, "fallback", reason, run.result, plugin.version, server_error, size, "ok"
         )
+
+
+def _disabled(record: ResultRecord) -> bool:
+    """Whether a stored failure says the plugin is disabled on that node (the companion
+    stores ``error`` with ``disabled: ...`` instead of running it)."""
+    return (record.error or "").split(":", 1)[0].strip() == "disabled"
 
 
 def load_plugin(catalog: PluginCatalog, name: str, fallback: FallbackMode) -> Substream | None:

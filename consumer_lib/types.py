@@ -112,12 +112,17 @@ class SubstreamResult:
         key: the chunk it was computed from (epoch, dc, type, subtype, chunk).
         served: ``server``, ``fallback`` or ``gap``.
         reason: why it was not served by the server: ``missing``, ``shed``,
-            ``timeout``, ``error``, ``killed``, ``version_mismatch``, ``unreadable``, or
-            ``forced`` (``fallback="always"``); ``None`` when served by the server.
+            ``timeout``, ``error``, ``killed``, ``version_mismatch``, ``unreadable``,
+            ``disabled`` (the server disabled this plugin version: a gap, not re-run
+            here), or ``forced`` (``fallback="always"``); ``None`` when served by the
+            server.
         result: the plugin's result (``None`` for a gap).
         version: the plugin version that computed it (the stored one, or the local one).
-        error: for a gap: the server's error, or why the fallback failed.
+        error: for a gap: the server's error, or why the fallback failed
+            (``fallback <status>: <kind>: <detail>``).
         size_bytes: bytes read for it (the result, or the full chunk on fallback).
+        fallback_status: how the sandboxed fallback run here ended: ``ok``, or
+            ``timeout``, ``killed``, ``error`` (a gap); ``None`` when none ran.
     """
 
     substream: str
@@ -128,6 +133,7 @@ class SubstreamResult:
     version: str
     error: str | None = None
     size_bytes: int = 0
+    fallback_status: str | None = None
 
     @property
     def epoch(self) -> int:
@@ -162,6 +168,7 @@ class SubstreamResult:
             "reason": self.reason,
             "version": self.version,
             "error": self.error,
+            "fallback_status": self.fallback_status,
             "result": self.result,
         }
 

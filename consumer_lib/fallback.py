@@ -1,0 +1,125 @@
+"""The client-side fallback's run: plugins on one decoded chunk, in the companion's sandbox.
+
+The consumer library, the Spark substream source (through
+:class:`~consumer_lib.substream.SubstreamReader`) and the backfill job never call plugin
+code in their own process: :func:`run_fallback` hands the decoded chunk to
+:func:`substreams.sandbox.run_substreams`, the very function the companion calls. One
+forked child per chunk runs every plugin asked for, in turn; each run has the plugin's
+declared limits, lowered to the companion's default caps
+(:data:`substreams.harness.DEFAULT_CAP`): a wall-clock deadline (SIGALRM, then SIGKILL of
+the child's process group ``kill_grace_s`` later), ``RLIMIT_AS`` and ``RLIMIT_CPU``, and
+the result cap. The child packs the result exactly as the companion stores it; the
+parent decodes it as a server result is decoded, so a fallback result equals the stored
+one.
+
+Forking from a process with threads (the consumer's prefetch pool, Spark's Python
+worker, pyarrow's pools): only the forking thread exists in the child, which runs
+nothing but the plugin and the result's encoding, then ``os._exit`` (no atexit, no
+flush of inherited buffers, no finalizers). CPython re-creates its own locks after a
+fork (the GIL, the import lock, ``logging``'s), glibc its allocator's. What remains: a
+lock held by another thread at the instant of the fork stays held in the child (e.g.
+``sys.stdout``'s buffer while another thread prints, or a C library's own lock the
+plugin then takes); a plugin that blocks on one blocks only its child, which the
+deadline kills: the run ends ``timeout``, never a hang. Each call must run its child
+from one thread (the sandbox's rule); any number of threads may each call.
+
+Failure semantics: never raises for anything a plugin does; a run that fails is a
+:class:`FallbackRun` whose ``status`` is ``timeout``, ``killed`` or ``error`` and whose
+``error`` says why (the sandbox's classification: ``timeout:``, ``memory:``,
+``killed:``, ``exception:``, ``too_large:``, ``unencodable:``). A sandbox that cannot be
+started (no fork, no pipe: the OS refused) is an ``error`` run naming the OS error.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from eventstore.errors import EventStoreError
+from eventstore.names import ChunkKey
+from substreams.api import Context, Event, Substream
+from substreams.harness import DEFAULT_CAP
+from substreams.results import Status, read_result
+from substreams.sandbox import Limits, Outcome, run_substreams
+
+log = logging.getLogger(__name__)
+
+__all__ = ["DEFAULT_CAP", "FallbackRun", "run_fallback"]
+
+
+@dataclass(frozen=True)
+class FallbackRun:
+    """One plugin's sandboxed run on one chunk.
+
+    Attributes:
+        substream: the plugin's name.
+        status: ``ok``, or why there is no result (never ``shed``): ``timeout`` (the
+            deadline or the CPU limit), ``killed`` (the memory limit, a signal, an exit
+            without a result), ``error`` (an exception, a result too large or not
+            encodable, no sandbox).
+        result: the result as a consumer decodes a stored one (``None`` unless ok).
+        error: the sandbox's classification and detail, ``None`` when ok.
+        wall_s: the run's wall-clock time, seconds.
+        cpu_s: the child's CPU time for the run, seconds.
+    """
+
+    substream: str
+    status: Status
+    result: Any = None
+    error: str | None = None
+    wall_s: float = 0.0
+    cpu_s: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+
+def run_fallback(
+    plugins: Sequence[Substream],
+    events: list[Event],
+    key: ChunkKey,
+    *,
+    cap: Limits | None = DEFAULT_CAP,
+) -> list[FallbackRun]:
+    """Run ``plugins`` on one chunk's decoded events in one sandboxed child.
+
+    Args:
+        plugins: what to run (each already known to read ``key``'s type/subtype).
+        events: the chunk's decoded events (shared with the child copy-on-write; each
+            plugin gets its own shallow copy of the list).
+        key: the chunk, for the plugins' context.
+        cap: platform caps lowering each plugin's declared limits (None: the declared
+            limits as they are); the companion's defaults unless given.
+
+    Returns:
+        One run per plugin, in order.
+    """
+    if not plugins:
+        return []
+    try:
+        outcomes = run_substreams(
+            plugins, events, Context.of(key), cap=cap, max_parallel=1, isolation="chunk"
+        )
+    except OSError as e:  # fork or pipe refused (EAGAIN, EMFILE, ENOMEM)
+        log.error("consumer: key=%s: the fallback sandbox could not start: %s", key, e)
+        return [
+            FallbackRun(p.name, "error", error=f"sandbox: could not start a child: {e}")
+            for p in plugins
+        ]
+    return [_run_of(p, o, key) for p, o in zip(plugins, outcomes, strict=True)]
+
+
+def _run_of(plugin: Substream, outcome: Outcome, key: ChunkKey) -> FallbackRun:
+    wall_s, cpu_s = outcome.wall_s, outcome.cpu_s
+    if not outcome.ok:
+        error = outcome.error or outcome.kind
+        return FallbackRun(plugin.name, outcome.status, None, error, wall_s, cpu_s)
+    try:
+        # The companion's stored form, decoded as a server result is: the same value.
+        result = read_result(outcome.payload, key=key.format()).result
+    except (EventStoreError, ValueError) as e:
+        return FallbackRun(plugin.name, "error", None, f"unreadable result: {e}", wall_s, cpu_s)
+    return FallbackRun(plugin.name, "ok", result, None, wall_s, cpu_s)
