@@ -80,7 +80,10 @@ class Relocator:
         self._clock = clock
         self.state = State(s.data_dir / "state", map_size_bytes=s.state_map_size_bytes)
         self.journal = Journal(
-            s.data_dir / "journal", segment_max_bytes=s.segment_max_bytes, fsync=s.fsync
+            s.data_dir / "journal",
+            segment_max_bytes=s.segment_max_bytes,
+            fsync=s.fsync,
+            metrics=self.metrics,
         )
         self.aggregator = Aggregator(
             grace_s=s.grace_s, max_hold_s=s.max_hold_s, metrics=self.metrics, clock=clock

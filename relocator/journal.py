@@ -14,11 +14,18 @@ many frames runs without the GIL, per-frame CRCs and headers were a fifth of the
 relocator's GIL time.
 
 Failure semantics: a crash can leave a torn record only at the end of the newest
-segment; ``Journal.replay`` stops at the first record whose length or CRC is wrong in
-the newest segment and truncates there (none of its frames was acknowledged). A bad
-record in an older segment is real corruption: it is logged with the position, the rest
-of that segment is skipped and counted, never silently. Segments are deleted by
-``Journal.delete`` once every frame in them is inside a durable batch (``state.py``).
+segment. Anything else that fails its length, CRC or framing check is corruption (a bad
+disk, a stray write), and acknowledged records may follow it. ``Journal.replay`` then
+**resynchronises**: it scans forward for the next offset where a whole record validates
+(its first frame's magic ``RE\x01`` twelve bytes in is the anchor ``bytes.find`` looks
+for; the frame lengths must chain exactly to the record's end and the CRC must match)
+and goes on from there, so one bad record costs that record's frames only. Skipped
+bytes are logged with the segment and offsets and counted
+(``relocator_journal_skipped_bytes_total{reason="corrupt"}``). Only bad bytes with no
+valid record after them at the end of the newest segment are a torn tail: truncated
+(none of its frames was acknowledged) and counted as ``reason="torn_tail"``. Segments are
+deleted by ``Journal.delete`` once every frame in them is inside a durable batch
+(``state.py``).
 
 Measured against LMDB on this machine (bench/relocator_bench.py --mode journal): see
 relocator/DESIGN.md. The log wins because one group commit is one sequential write and
@@ -40,6 +47,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from relocator.errors import JournalFormatError
+from relocator.metrics import Metrics
 from relocator.wire import LENGTH, Received
 
 log = logging.getLogger(__name__)
@@ -60,8 +68,16 @@ def segment_of(position: int) -> int:
 class Journal:
     """The segment files under ``directory``. Appends from one thread only."""
 
-    def __init__(self, directory: Path, *, segment_max_bytes: int, fsync: bool = True) -> None:
+    def __init__(
+        self,
+        directory: Path,
+        *,
+        segment_max_bytes: int,
+        fsync: bool = True,
+        metrics: Metrics | None = None,
+    ) -> None:
         self.directory = directory
+        self._metrics = metrics
         directory.mkdir(parents=True, exist_ok=True)
         self._segment_max_bytes = segment_max_bytes
         self._fsync = fsync
@@ -69,7 +85,10 @@ class Journal:
         self._segment = 0
         self._offset = 0
         self._opened_at = 0.0
+        #: Bad stretches skipped by ``replay`` (torn tails not included).
         self.corrupt_records = 0
+        #: Bytes ``replay`` did not read as records, by reason ("corrupt", "torn_tail").
+        self.skipped_bytes: dict[str, int] = {}
         older = sorted(directory.glob(f"*{_OLD_SUFFIX}"))
         if older:
             # Records of one frame each: replaying them as blocks would find no frames
@@ -92,36 +111,51 @@ class Journal:
         """Every frame of every intact record of every segment, in order:
         (position, frame).
 
-        Truncates a torn tail of the newest segment. Call once, before appending.
+        Corrupt bytes are skipped up to the next valid record (see the module
+        docstring); a torn tail of the newest segment is truncated. Call once, before
+        appending.
         """
         existing = self.segments()
         for seg in existing:
             path = self._path(seg)
             data = path.read_bytes()
-            pos = 0
-            while pos + _REC.size <= len(data):
-                n, crc = _REC.unpack_from(data, pos)
-                start = pos + _REC.size
-                block = data[start : start + n]
-                if len(block) != n or zlib.crc32(block) != crc:
-                    break
-                frames = _frames_of(block)
-                if frames is None:  # a good CRC over bytes that are not frames
-                    break
-                base = (seg << SEGMENT_SHIFT) | start
-                for offset, frame in frames:
+            for item in scan_records(data):
+                if isinstance(item, Gap):
+                    at_end = item.end == len(data)
+                    self._skipped(path, item, at_end=at_end, torn=at_end and seg == existing[-1])
+                    continue
+                base = (seg << SEGMENT_SHIFT) | item.start
+                for offset, frame in item.frames:
                     yield base + offset, frame
-                pos = start + n
-            if pos < len(data):
-                if seg == existing[-1]:
-                    log.warning("journal: truncating torn tail of segment %d at %d", seg, pos)
-                    with path.open("r+b") as f:
-                        f.truncate(pos)
-                        os.fsync(f.fileno())
-                else:
-                    self.corrupt_records += 1
-                    log.error("journal: corrupt record in segment %d at offset %d", seg, pos)
         self._segment = (existing[-1] + 1) if existing else 0
+
+    def _skipped(self, path: Path, gap: Gap, *, at_end: bool, torn: bool) -> None:
+        """Count, log and (for a torn tail) truncate the bytes of a gap."""
+        size = gap.end - gap.start
+        reason = "torn_tail" if torn else "corrupt"
+        self.skipped_bytes[reason] = self.skipped_bytes.get(reason, 0) + size
+        if self._metrics is not None:
+            self._metrics.journal_skipped.labels(reason).inc(size)
+        if torn:
+            log.warning(
+                "journal: truncating torn tail of segment %s at offset %d (%d bytes)",
+                path.name,
+                gap.start,
+                size,
+            )
+            with path.open("r+b") as f:
+                f.truncate(gap.start)
+                os.fsync(f.fileno())
+            return
+        self.corrupt_records += 1
+        log.error(
+            "journal: corrupt bytes in segment %s at offsets %d-%d (%d bytes) skipped, %s",
+            path.name,
+            gap.start,
+            gap.end,
+            size,
+            "nothing valid after them" if at_end else "replay resumed at the next valid record",
+        )
 
     def _open_next(self) -> None:
         if self._file is not None:
@@ -205,7 +239,104 @@ class Journal:
             self._file = None
 
 
-def _frames_of(block: bytes) -> list[tuple[int, bytes]] | None:
+@dataclass(frozen=True)
+class Record:
+    """A valid record of a segment: its block's offset and the block's frames as
+    (offset in the block, frame)."""
+
+    start: int
+    frames: list[tuple[int, bytes]]
+
+
+@dataclass(frozen=True)
+class Gap:
+    """Bytes of a segment that are not valid records: ``data[start:end]``; ``end`` is
+    the next valid record's offset, or the segment's length when none follows."""
+
+    start: int
+    end: int
+
+
+#: Every frame starts with wire.MAGIC + VERSION; a record's first frame starts this far
+#: into the record (record header, frame length). The anchor of resynchronisation.
+_FRAME_MAGIC = b"RE\x01"
+_ANCHOR = _REC.size + LENGTH.size
+
+
+def scan_records(data: bytes) -> Iterator[Record | Gap]:
+    """The records of one segment's bytes, in order, with the bad stretches between.
+
+    A record is valid when its block lies within ``data``, its CRC matches and its
+    frames' length prefixes chain exactly to its end. After an invalid one the scan
+    resynchronises on the next offset that holds a valid record whose first frame
+    starts with the frame magic (every frame intake journals does), so a corrupt
+    record costs only its own bytes. A gap that runs to the end of ``data`` is either
+    a torn tail or corruption with nothing valid after it (the caller knows which
+    segment is the newest).
+
+    Pure: no I/O. Cost: one CRC per record; after a bad record, one ``bytes.find`` per
+    occurrence of the magic plus a length walk (and a CRC only when the walk fits).
+    """
+    view = memoryview(data)
+    pos = 0
+    end = len(data)
+    while pos < end:
+        record = _record_at(view, pos, resync=False)
+        if record is not None:
+            yield record[0]
+            pos = record[1]
+            continue
+        # Resynchronise: the next anchor whose record validates.
+        found = -1
+        hit = data.find(_FRAME_MAGIC, pos + 1 + _ANCHOR)
+        while hit >= 0:
+            candidate = _record_at(view, hit - _ANCHOR, resync=True)
+            if candidate is not None:
+                found = hit - _ANCHOR
+                break
+            hit = data.find(_FRAME_MAGIC, hit + 1)
+        yield Gap(pos, end if found < 0 else found)
+        if found < 0:
+            return
+        pos = found
+
+
+def _record_at(view: memoryview, pos: int, *, resync: bool) -> tuple[Record, int] | None:
+    """The valid record at ``pos`` and the offset after it, or None.
+
+    ``resync``: check the framing before the CRC (a candidate offset is rarely a
+    record, and the walk over its length prefixes is cheaper than a CRC of its block).
+    """
+    if pos + _REC.size > len(view):
+        return None
+    n, crc = _REC.unpack_from(view, pos)
+    start = pos + _REC.size
+    stop = start + n
+    if n == 0 or stop > len(view):
+        return None
+    if resync and not _chained(view, start, stop):
+        return None
+    block = view[start:stop]
+    if zlib.crc32(block) != crc:
+        return None
+    frames = _frames_of(block)
+    if frames is None:  # a good CRC over bytes that are not frames
+        return None
+    return Record(start, frames), stop
+
+
+def _chained(view: memoryview, start: int, stop: int) -> bool:
+    """Whether length-prefixed frames fill ``view[start:stop]`` exactly."""
+    pos = start
+    while pos < stop:
+        if pos + LENGTH.size > stop:
+            return False
+        (n,) = LENGTH.unpack_from(view, pos)
+        pos += LENGTH.size + n
+    return pos == stop
+
+
+def _frames_of(block: bytes | memoryview) -> list[tuple[int, bytes]] | None:
     """(offset, frame) of each length-prefixed frame of a block; None if it does not
     split exactly into frames."""
     out: list[tuple[int, bytes]] = []
@@ -217,7 +348,7 @@ def _frames_of(block: bytes) -> list[tuple[int, bytes]] | None:
         frame = block[pos + LENGTH.size : pos + LENGTH.size + n]
         if len(frame) != n:
             return None
-        out.append((pos, frame))
+        out.append((pos, bytes(frame)))
         pos += LENGTH.size + n
     return out
 

@@ -7,7 +7,8 @@ Names (STYLE.md): ``relocator_events_received_total{intake}``,
 ``relocator_epoch_lag_seconds`` (end of epoch -> metadata committed on a cluster),
 ``relocator_backlog_epochs{cluster}`` (batches sealed but not yet held by that cluster),
 ``relocator_metadata_repairs_total{cluster}``, ``relocator_spool_files_total{outcome}``,
-``relocator_owned_units``.
+``relocator_owned_units``, ``relocator_zookeeper_connected``,
+``relocator_zookeeper_errors_total{op}``, ``relocator_journal_skipped_bytes_total{reason}``.
 """
 
 from __future__ import annotations
@@ -87,4 +88,23 @@ class Metrics:
         )
         self.owned_units = Gauge(
             "relocator_owned_units", "Spool work units this relocator owns", registry=r
+        )
+        self.zookeeper_connected = Gauge(
+            "relocator_zookeeper_connected",
+            "1 while connected to ZooKeeper with the writer id registered (pushing), else 0",
+            registry=r,
+        )
+        self.zookeeper_errors = Counter(
+            "relocator_zookeeper_errors_total",
+            "ZooKeeper calls that failed (retried at the next tick), by operation",
+            ["op"],
+            registry=r,
+        )
+        self.journal_skipped = Counter(
+            "relocator_journal_skipped_bytes_total",
+            "Journal bytes replay did not read as records, by reason (corrupt: skipped up"
+            " to the next valid record; torn_tail: the newest segment's unfinished last"
+            " write, truncated)",
+            ["reason"],
+            registry=r,
         )
