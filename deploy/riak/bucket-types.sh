@@ -1,8 +1,11 @@
 #!/bin/sh
-# Create and activate the bucket types of riak-events (../shared/DESIGN.md section 3)
-# on a running Riak 3.2 cluster. Run once, on any one node, as the user that runs
-# Riak (e.g. `sudo -u riak sh deploy/riak/bucket-types.sh`). An existing type is left
-# as it is and reported (bucket-type update would change a live cluster; do it by hand).
+# Create and activate the bucket types of riak-events (names and props: the README's
+# "Names and formats", erlang_hooks/README.md step 5) on a running Riak 3.2 cluster.
+# Run once, on any one node, as the user that runs Riak:
+#   package install:          sudo -u riak sh deploy/riak/bucket-types.sh
+#   tarball/source release:   RIAK=<release>/bin/riak sh deploy/riak/bucket-types.sh
+# RIAK names the riak command when it is not on the PATH. An existing type is left as
+# it is and reported (bucket-type update would change a live cluster; do it by hand).
 #
 # Notes for Riak 3.2:
 # - custom types start from allow_mult true and dvv_enabled true; last_write_wins
@@ -14,6 +17,10 @@
 set -eu
 
 RIAK=${RIAK:-riak}
+if ! command -v "$RIAK" >/dev/null 2>&1; then
+    echo "bucket-types.sh: '$RIAK' not found; set RIAK=<release>/bin/riak" >&2
+    exit 2
+fi
 
 EVENTS_PROPS='{"props":{"n_val":3,"allow_mult":false,"last_write_wins":true,"dvv_enabled":false,"w":3,"dw":0,"pw":0,"r":1,"pr":0,"notfound_ok":true,"basic_quorum":true,"backend":"events_bitcask"}}'
 EPOCHS_PROPS='{"props":{"n_val":3,"allow_mult":false,"last_write_wins":true,"dvv_enabled":false,"w":3,"dw":0,"pw":0,"r":1,"pr":0,"notfound_ok":true,"basic_quorum":true,"backend":"events_bitcask","postcommit":[{"mod":"riak_events_hook","fun":"postcommit"}]}}'
