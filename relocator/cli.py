@@ -55,7 +55,8 @@ _R = "RIAK_EVENTS_RELOCATOR_"
     "--metrics-listen",
     envvar=_R + "METRICS_LISTEN",
     show_envvar=True,
-    help=f"HOST:PORT of /metrics and /status. [default: {defaults.METRICS_LISTEN}]",
+    help="HOST:PORT of /metrics, /status, /healthz and /readyz. "
+    f"[default: {defaults.METRICS_LISTEN}]",
 )
 @click.option(
     "--spool-dir",
@@ -114,7 +115,9 @@ def relocator(
     fsync: bool | None,
 ) -> None:
     """Receive events, aggregate them per epoch, and push chunks then metadata to Riak."""
+    from eventstore.dirlock import DirectoryLocked  # noqa: PLC0415
     from relocator.daemon import Relocator  # noqa: PLC0415 (heavy imports only when run)
+    from relocator.errors import RelocatorError  # noqa: PLC0415
     from relocator.ops import OpsServer  # noqa: PLC0415
 
     try:
@@ -136,7 +139,12 @@ def relocator(
     # Many long-lived small objects (open groups) make the default gen-0 threshold (700)
     # trigger collections that walk them again and again.
     gc.set_threshold(50_000, 20, 100)
-    daemon = Relocator(settings)
+    try:
+        # Refusals at start (data directory in use, writer id held by a live relocator,
+        # kazoo missing, an unreadable journal) are one line and exit 1, no traceback.
+        daemon = Relocator(settings)
+    except (DirectoryLocked, RelocatorError) as e:
+        raise click.ClickException(str(e)) from e
 
     def stop(signum: int, frame: FrameType | None) -> None:
         log.info("relocator: signal %d, shutting down (flushing)", signum)
@@ -144,7 +152,10 @@ def relocator(
 
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
-    daemon.start()
+    try:
+        daemon.start()
+    except RelocatorError as e:
+        raise click.ClickException(str(e)) from e
     ops = None
     if settings.metrics_listen:
         host, port = parse_listen(settings.metrics_listen, source="metrics_listen")
@@ -154,6 +165,7 @@ def relocator(
             registry=daemon.metrics.registry,
             status=daemon.status,
             healthy=lambda: daemon.writer.failed is None,
+            ready=daemon.readiness,
         )
         ops.start()
     log.info(

@@ -19,6 +19,12 @@ What is committed when (relocator/DESIGN.md has the full argument):
 After kill -9 at any point, ``recover`` rebuilds everything from the journal and the
 state store: uncovered journal records are aggregated again, stored batches are pushed
 again to each cluster that does not hold them (identical keys and bytes).
+
+One process per data directory: ``eventstore.dirlock`` locks it for the process's life.
+With ZooKeeper configured, a ZooKeeper error never ends the process: intake, the journal
+and sealing go on, ownership decisions wait for the next tick, and a batch is pushed
+only while the writer id is registered in the current session (and, for a spool file's
+batch, while its unit is owned or its file is gone): see ``_may_push``.
 """
 
 from __future__ import annotations
@@ -30,11 +36,13 @@ import zlib
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
+from typing import TYPE_CHECKING
 
+from eventstore.dirlock import lock_directory
 from eventstore.settings import parse_listen
 from relocator.aggregator import Aggregator
 from relocator.batch import Batch
-from relocator.errors import BadSpoolFile, OwnershipLost
+from relocator.errors import BadSpoolFile, CoordinationUnavailable, ExtraMissing, OwnershipLost
 from relocator.intake.spool import Spool, SpoolFile
 from relocator.intake.tcp import TcpIntake
 from relocator.intake.udp import UdpIntake
@@ -46,12 +54,35 @@ from relocator.sealer import Sealer
 from relocator.settings import RelocatorSettings
 from relocator.state import State
 from relocator.wire import Received
-from relocator.zk import ZkCoordinator
+
+if TYPE_CHECKING:
+    from relocator.zk import ZkCoordinator
 
 log = logging.getLogger(__name__)
 
 #: Spool files sealed per coordinator round (keeps the loop's other work timely).
 _SPOOL_FILES_PER_TICK = 16
+
+
+def make_coordinator(settings: RelocatorSettings) -> ZkCoordinator | None:
+    """The ZooKeeper coordinator when ``[zookeeper]`` is configured, else None; kazoo (the
+    optional ``zookeeper`` extra) is imported only then.
+
+    Raises:
+        ExtraMissing: ZooKeeper is configured but kazoo is not installed.
+    """
+    if settings.zookeeper is None:
+        return None
+    try:
+        from relocator.zk import ZkCoordinator  # noqa: PLC0415 (optional dependency)
+    except ImportError as e:
+        raise ExtraMissing(
+            f"ZooKeeper is configured (hosts {settings.zookeeper.hosts}) but kazoo is not "
+            "installed: pip install 'riak-events[zookeeper]'"
+        ) from e
+    return ZkCoordinator(
+        settings.zookeeper, writer_id=settings.writer_id, units=settings.spool_units
+    )
 
 
 class _Index:
@@ -75,9 +106,25 @@ class Relocator:
         metrics: Metrics | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
+        """Lock the data directory and open the journal and the state store.
+
+        Raises:
+            eventstore.dirlock.DirectoryLocked: another process uses ``data_dir``.
+            ExtraMissing: ZooKeeper configured without kazoo installed.
+        """
         self.settings = s = settings
         self.metrics = metrics or Metrics()
         self._clock = clock
+        # First: a second process must not even open the journal or the state store.
+        self._dirlock = lock_directory(s.data_dir)
+        try:
+            self._open(s, clock)
+        except BaseException:
+            self._dirlock.release()
+            raise
+
+    def _open(self, s: RelocatorSettings, clock: Callable[[], float]) -> None:
+        self.zk = make_coordinator(s)
         self.state = State(s.data_dir / "state", map_size_bytes=s.state_map_size_bytes)
         self.journal = Journal(
             s.data_dir / "journal",
@@ -95,17 +142,13 @@ class Relocator:
             queue_max=s.journal_queue_max,
             roll_s=s.segment_max_s,
         )
-        self.zk = (
-            ZkCoordinator(s.zookeeper, writer_id=s.writer_id, units=s.spool_units)
-            if s.zookeeper
-            else None
-        )
         self.sealer = Sealer(
             writer_id=s.writer_id,
             reserve_seq=self.state.reserve_seq,
             chunk_max_bytes=s.chunk_max_bytes,
             compress=s.compression,
             metrics=self.metrics,
+            max_event_bytes=s.max_event_bytes,
         )
         metadata = MetadataWriter(
             bucket_type=s.namespaces.epochs_bucket_type,
@@ -125,6 +168,7 @@ class Relocator:
                 backoff_s=s.push_backoff_s,
                 backoff_max_s=s.push_backoff_max_s,
                 on_pushed=self._pushed,
+                may_push=self._may_push if self.zk else None,
             )
             for c in s.clusters
         ]
@@ -141,6 +185,7 @@ class Relocator:
         self._index: dict[str, _Index] = {}
         self._outstanding: dict[int, int] = {}  # journal segment -> records not in a batch
         self._pushed_events: list[tuple[str, str]] = []
+        self._forget: list[tuple[int, str]] = []  # progress entries left to delete
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self.stopped = threading.Event()
@@ -164,6 +209,26 @@ class Relocator:
     def _pushed(self, cluster: str, batch_id: str) -> None:
         with self._lock:
             self._pushed_events.append((cluster, batch_id))
+
+    def _may_push(self, batch_id: str) -> bool:
+        """Whether a pusher may start pushing this batch now (ZooKeeper configured).
+
+        Chunk keys carry the writer id, which is ours only while ``writers/<id>`` is a
+        znode of our live session: nothing is pushed while suspended, lost or not
+        registered. A spool file's batch is pushed by its unit's owner only, so two
+        relocators never push one file at once; once the file is gone (its owner
+        finished it: same keys and bytes), a copy left here may be pushed too.
+        """
+        zk = self.zk
+        if zk is None:
+            return True
+        if not zk.active():
+            return False
+        ix = self._index.get(batch_id)
+        if ix is None or not ix.spool or self.spool is None:
+            return True
+        unit = _unit_of(ix.spool, self.settings.spool_units)
+        return zk.owns(unit) or not (self.spool.directory / ix.spool).exists()
 
     # -- lifecycle -----------------------------------------------------------------------
 
@@ -202,9 +267,13 @@ class Relocator:
     def start(self) -> None:
         """Recover, then start ZooKeeper, pushers, the journal writer and intake."""
         s = self.settings
-        self.recover()
-        if self.zk:
-            self.zk.start()
+        try:
+            self.recover()
+            if self.zk:
+                self.zk.start()
+        except BaseException:
+            self._close()
+            raise
         for pusher in self.pushers:
             backlog = [b for b, ix in self._index.items() if pusher.name not in ix.clusters]
             pusher.start(backlog)
@@ -245,11 +314,30 @@ class Relocator:
         if due:
             batches = self.sealer.seal_all(due, self._seal_pool)
             self._store(zip(batches, (g.segments for g in due), strict=True))
+        if self.zk is not None:
+            self._coordinate(self.zk)
         if self.spool is not None:
             self._scan_spool()
-        if self.zk is not None:
-            self.metrics.owned_units.set(len(self.zk.rebalance()))
         self._collect()
+
+    def _coordinate(self, zk: ZkCoordinator) -> None:
+        """Register again if the session was lost, rebalance units, delete progress
+        entries left over; a ZooKeeper error only waits for the next tick."""
+        try:
+            owned = zk.rebalance()
+            while self._forget and zk.active():
+                unit, name = self._forget[0]
+                zk.progress_delete(unit, name)
+                self._forget.pop(0)
+        except CoordinationUnavailable as e:
+            self._zk_error("rebalance", e)
+            owned = zk.owned()
+        self.metrics.owned_units.set(len(owned))
+        self.metrics.zookeeper_connected.set(1 if zk.active() else 0)
+
+    def _zk_error(self, op: str, error: CoordinationUnavailable) -> None:
+        self.metrics.zookeeper_errors.labels(op).inc()
+        log.warning("zk: %s failed, retried next tick: %s", op, error)
 
     def request_stop(self) -> None:
         """Ask :meth:`run` to return (signal-safe)."""
@@ -268,11 +356,15 @@ class Relocator:
             pusher.stop(drain_s=drain_s)
         self._collect()
         self._seal_pool.shutdown(wait=True)
+        self._close()
+        self.stopped.set()
+
+    def _close(self) -> None:
         if self.zk:
             self.zk.stop()
         self.journal.close()
         self.state.close()
-        self.stopped.set()
+        self._dirlock.release()
 
     # -- coordinator steps ---------------------------------------------------------------
 
@@ -317,6 +409,9 @@ class Relocator:
                 numbering = self._spool_numbering(f)
             except OwnershipLost:
                 break
+            except CoordinationUnavailable as e:
+                self._zk_error("progress", e)
+                break
             data = self.spool.read(f) if numbering is not None else None
             if numbering is None or data is None:
                 continue
@@ -357,7 +452,7 @@ class Relocator:
             return self.settings.writer_id, self.state.reserve_seq()
         committed = self.zk.progress_get(f.unit, f.name)
         if committed is not None:  # a takeover: same numbering, same keys and bytes
-            writer, seq = committed["writer"], committed["seq"]
+            writer, seq = committed
             log.info(
                 "spool: %s resumes with committed numbering writer=%d seq=%d epoch=%d dc=%s",
                 f.name,
@@ -367,8 +462,9 @@ class Relocator:
                 f.dc,
             )
         else:
-            writer, seq = self.settings.writer_id, self.state.reserve_seq()
-            self.zk.progress_set(f.unit, f.name, writer, seq)
+            writer, seq = self.zk.progress_commit(
+                f.unit, f.name, self.settings.writer_id, self.state.reserve_seq()
+            )
         if not self.zk.owns(f.unit):
             raise OwnershipLost(f"spool unit {f.unit}")
         return writer, seq
@@ -397,13 +493,38 @@ class Relocator:
             if ix.spool and self.spool is not None:
                 self.spool.delete(ix.spool)
                 if self.zk is not None:
-                    unit = _unit_of(ix.spool, self.settings.spool_units)
-                    self.zk.progress_delete(unit, ix.spool)
+                    # deleted at the next _coordinate (retried while ZooKeeper fails)
+                    self._forget.append((_unit_of(ix.spool, self.settings.spool_units), ix.spool))
                 self.metrics.spool_files.labels("pushed").inc()
                 ix.spool = ""
             if not ix.segments & existing:
                 self.state.remove(batch_id, everyone)
                 del self._index[batch_id]
+
+    def readiness(self) -> tuple[bool, dict[str, object]]:
+        """What ``/readyz`` answers: ready when at least one configured cluster answers
+        ``/ping``, the journal writer has not failed, and (with ZooKeeper) the writer id
+        is registered in a connected session. Liveness is ``/healthz``.
+
+        Returns:
+            (ready, details): details name every cluster's answer and each reason.
+        """
+        clusters = {p.name: p.reachable() for p in self.pushers}
+        reasons: list[str] = []
+        if not any(clusters.values()):
+            reasons.append("no configured Riak cluster answers /ping")
+        if self.writer.failed is not None:
+            reasons.append(f"journal failed: {self.writer.failed}")
+        zk = self.zk.describe() if self.zk else None
+        if self.zk is not None and not self.zk.active():
+            why = self.zk.blocked or f"ZooKeeper {self.zk.state.lower()}"
+            reasons.append(f"not registered in ZooKeeper: {why}")
+        return not reasons, {
+            "ready": not reasons,
+            "reasons": reasons,
+            "clusters": {k: "ok" if v else "unreachable" for k, v in clusters.items()},
+            "zookeeper": zk,
+        }
 
     def status(self) -> dict[str, object]:
         """What ``/status`` shows: backlogs, events pushed per cluster since start, open
@@ -416,6 +537,7 @@ class Relocator:
             "events_pushed": {p.name: p.events_pushed for p in self.pushers},
             "owned_units": sorted(self.zk.owned()) if self.zk else None,
             "zk_id": self.zk.id if self.zk else None,
+            "zookeeper": self.zk.describe() if self.zk else None,
             "udp_port": self.udp.port if self.udp else None,
             "tcp_port": self.tcp.port if self.tcp else None,
         }

@@ -49,3 +49,40 @@ class OwnershipLost(RelocatorError):
     """The ZooKeeper session ended: every work unit this relocator owned is released."""
 
     retriable = True
+
+
+class CoordinationUnavailable(RelocatorError):
+    """A ZooKeeper call failed (connection lost, session expired, lock not acquired in
+    time): ownership decisions and pushes wait until ZooKeeper answers again."""
+
+    retriable = True
+
+
+class WriterIdTaken(RelocatorError):
+    """Another live ZooKeeper session holds this relocator's writer id (or its
+    ``relocators/<id>`` znode): two processes must never number chunks with one id.
+
+    Args:
+        writer_id: the contested writer id.
+        path: the znode.
+        holder: the holder's relocator id (the znode's data).
+        session: the holder's ZooKeeper session id.
+    """
+
+    def __init__(self, writer_id: int, path: str, holder: str, session: int) -> None:
+        self.writer_id = writer_id
+        self.path = path
+        self.holder = holder
+        self.session = session
+        super().__init__(
+            f"writer id {writer_id} is held by relocator {holder} (ZooKeeper session "
+            f"0x{session:x}, znode {path}); stop that relocator or give this one another "
+            "writer id (a killed relocator's session expires after session_timeout_s)"
+        )
+
+    def __reduce__(self) -> tuple[type[WriterIdTaken], tuple[int, str, str, int]]:
+        return (type(self), (self.writer_id, self.path, self.holder, self.session))
+
+
+class ExtraMissing(RelocatorError):
+    """A configured feature needs an optional extra that is not installed."""

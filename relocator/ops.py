@@ -1,6 +1,13 @@
-"""The operations endpoint: ``/metrics`` (Prometheus), ``/status`` (JSON), ``/healthz``.
+"""The operations endpoint: ``/metrics`` (Prometheus), ``/status`` (JSON), ``/healthz``
+(liveness) and ``/readyz`` (readiness).
 
-A small threaded HTTP server of the standard library: three read-only routes, no
+``/healthz`` says whether the process should be restarted: 200 while it runs and its
+journal writer works. ``/readyz`` says whether it can do its job now: 200 when a
+configured Riak cluster answers ``/ping`` and, with ZooKeeper, its writer id is
+registered; otherwise 503 with a JSON body naming each reason. A relocator that is not
+ready still accepts and journals events.
+
+A small threaded HTTP server of the standard library: four read-only routes, no
 framework needed. Binds to loopback by default (``metrics_listen``).
 """
 
@@ -25,13 +32,26 @@ class OpsServer:
         registry: CollectorRegistry,
         status: Callable[[], dict[str, object]],
         healthy: Callable[[], bool],
+        ready: Callable[[], tuple[bool, dict[str, object]]] | None = None,
     ) -> None:
+        """Args: ``status()`` is ``/status``'s JSON; ``healthy()`` decides ``/healthz``;
+        ``ready()`` returns ``/readyz``'s (ready, JSON details) (None: same as healthz)."""
+
+        def readyz() -> tuple[int, str, bytes]:
+            details: dict[str, object] = {}
+            if ready is None:
+                ok = healthy()
+            else:
+                ok, details = ready()
+            return (200 if ok else 503), "application/json", json.dumps(details).encode()
+
         routes: dict[str, Callable[[], tuple[int, str, bytes]]] = {
             "/metrics": lambda: (200, CONTENT_TYPE_LATEST, generate_latest(registry)),
             "/status": lambda: (200, "application/json", json.dumps(status()).encode()),
             "/healthz": lambda: (
                 (200, "text/plain", b"ok\n") if healthy() else (503, "text/plain", b"unhealthy\n")
             ),
+            "/readyz": readyz,
         }
 
         class Handler(BaseHTTPRequestHandler):

@@ -7,6 +7,10 @@ at start) and at most ``parallel`` batches in flight; a batch's chunks go throug
 cluster client's own pool. Clusters never wait for each other: a down cluster backs off
 (doubling to ``backoff_max_s``) while its backlog grows, and catches up when it returns.
 
+A batch starts only when ``may_push(batch_id)`` says so (the daemon's ZooKeeper rule:
+the writer id registered, the spool unit owned); a held batch stays in the backlog and
+is looked at again when something changes or every ``_IDLE_WAIT_S``.
+
 Failure semantics: ``State.mark_pushed`` runs only after every chunk PUT and the metadata
 merge succeeded, so a crash anywhere before it re-pushes the batch: identical keys and
 bytes, and a metadata merge that is a no-op when our entries are already there.
@@ -31,6 +35,10 @@ from relocator.state import State
 
 log = logging.getLogger(__name__)
 
+#: Longest wait of an idle pusher before it looks at its held batches again, seconds
+#: (new batches and finished pushes wake it at once).
+_IDLE_WAIT_S = 0.2
+
 
 class ClusterPusher:
     """The backlog of one cluster and the thread that drains it."""
@@ -47,8 +55,14 @@ class ClusterPusher:
         backoff_s: float,
         backoff_max_s: float,
         on_pushed: Callable[[str, str], None],
+        may_push: Callable[[str], bool] | None = None,
     ) -> None:
+        """Args (beyond the stages it uses): ``parallel`` batches in flight at most;
+        ``backoff_s`` .. ``backoff_max_s`` seconds after a failure (doubling);
+        ``on_pushed(cluster, batch_id)`` after the cluster holds a batch; ``may_push``
+        says whether a batch may start now (None: always)."""
         self.name = cluster.name
+        self._nodes = cluster.riak.nodes
         self._w = cluster.w
         self.client: RiakClient = cluster.riak.client()
         self._state = state
@@ -59,6 +73,7 @@ class ClusterPusher:
         self._backoff_s = backoff_s
         self._backoff_max_s = backoff_max_s
         self._on_pushed = on_pushed
+        self._may_push = may_push
         self._pending: dict[str, None] = {}
         self._inflight: set[str] = set()
         self._cv = threading.Condition()
@@ -82,6 +97,11 @@ class ClusterPusher:
             self._metrics.backlog.labels(self.name).set(len(self._pending))
             self._cv.notify()
 
+    def reachable(self) -> bool:
+        """Whether at least one node of this cluster answers ``/ping`` now (one try per
+        node, the client's timeout)."""
+        return any(self.client.ping(node) for node in self._nodes)
+
     def backlog(self) -> int:
         """Batches this cluster does not hold yet."""
         with self._cv:
@@ -99,19 +119,29 @@ class ClusterPusher:
         self._pool.shutdown(wait=True)
         self.client.close()
 
+    def _ready(self, free: int) -> list[str]:
+        """Up to ``free`` pending batches not in flight that may start now (under _cv)."""
+        out: list[str] = []
+        for b in self._pending:
+            if len(out) >= free:
+                break
+            if b not in self._inflight and (self._may_push is None or self._may_push(b)):
+                out.append(b)
+        return out
+
     def _run(self) -> None:
         while True:
             with self._cv:
-                while not self._stopping and (
-                    len(self._inflight) >= self._parallel
-                    or not [b for b in self._pending if b not in self._inflight]
-                    or time.monotonic() < self._retry_at
-                ):
-                    self._cv.wait(max(0.01, min(0.5, self._retry_at - time.monotonic())))
+                todo: list[str] = []
+                while not self._stopping:
+                    wait = self._retry_at - time.monotonic()
+                    if wait <= 0 and len(self._inflight) < self._parallel:
+                        todo = self._ready(self._parallel - len(self._inflight))
+                        if todo:
+                            break
+                    self._cv.wait(min(_IDLE_WAIT_S, wait) if wait > 0 else _IDLE_WAIT_S)
                 if self._stopping:
                     return
-                free = self._parallel - len(self._inflight)
-                todo = [b for b in self._pending if b not in self._inflight][:free]
                 self._inflight.update(todo)
             for b in todo:
                 future = self._pool.submit(self._push, b)

@@ -4,7 +4,9 @@
 zookeeper.jar``, Java) as a standalone server on a free loopback port with its own data
 directory and config, waits until it answers ``ruok`` with ``imok``, and keeps its log
 for failing tests (kazoo's harness does the same). :class:`RelocatorProcess` runs
-``python -m relocator`` with a given config and can SIGKILL it for crash tests.
+``python -m relocator`` with a given config and can SIGKILL it for crash tests;
+:func:`run_relocator_to_exit` runs one that is expected to refuse to start, and
+:func:`hiding_modules` makes optional packages unimportable in such a child.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.error
 import urllib.request
 from pathlib import Path
 from typing import Any
@@ -144,6 +147,19 @@ class RelocatorProcess(ServerProcess):
             value: dict[str, Any] = json.load(r)
         return value
 
+    def http(self, path: str) -> tuple[int, bytes]:
+        """GET ``path`` (``/healthz``, ``/readyz``...) of the ops endpoint.
+
+        Returns:
+            (HTTP status, body), error statuses included.
+        """
+        url = f"http://127.0.0.1:{self.metrics_port}{path}"
+        try:
+            with urllib.request.urlopen(url, timeout=10) as r:
+                return int(r.status), bytes(r.read())
+        except urllib.error.HTTPError as e:
+            return int(e.code), bytes(e.read())
+
     def metrics(self) -> str:
         """The process's ``/metrics`` text."""
         url = f"http://127.0.0.1:{self.metrics_port}/metrics"
@@ -154,6 +170,40 @@ class RelocatorProcess(ServerProcess):
     def stop(self, timeout_s: float = 20.0) -> int | None:
         """SIGTERM (clean shutdown that flushes), SIGKILL after ``timeout_s``."""
         return super().stop(timeout_s)
+
+
+def run_relocator_to_exit(
+    config: Path, *, timeout_s: float = 60.0, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """Run ``python -m relocator --config CONFIG`` that should exit by itself (a refusal
+    to start) and return how it ended (text stdout and stderr).
+
+    Raises:
+        RuntimeError: it was still running after ``timeout_s`` (it is killed first).
+    """
+    full = environment_without()
+    full.update(env or {})
+    try:
+        return subprocess.run(
+            [sys.executable, "-m", "relocator", "--config", str(config)],
+            env=full,
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+            check=False,
+        )
+    except subprocess.TimeoutExpired as e:
+        raise RuntimeError(f"relocator still running after {timeout_s}s: {e.stderr!r}") from e
+
+
+def hiding_modules(directory: Path, *names: str) -> dict[str, str]:
+    """Environment variables that make ``names`` unimportable in a child Python (an
+    optional extra not installed): a ``sitecustomize`` in ``directory`` sets
+    ``sys.modules[name] = None``, so ``import name`` raises ``ModuleNotFoundError``."""
+    directory.mkdir(parents=True, exist_ok=True)
+    lines = ["import sys"] + [f"sys.modules[{n!r}] = None" for n in names]
+    (directory / "sitecustomize.py").write_text("\n".join(lines) + "\n")
+    return {"PYTHONPATH": str(directory)}
 
 
 def write_config(
