@@ -34,6 +34,7 @@ from substreams.protocol import (
     Kind,
     Limits,
 )
+from substreams.syscall_filter import Program
 
 __all__ = ["Job", "Reported", "SandboxViolation", "Unencodable", "child_main"]
 
@@ -59,6 +60,19 @@ _DENIED_EVENTS = frozenset(
         "os.rmdir",
         "os.truncate",
         "shutil.rmtree",
+        # Refused here with a readable error before the seccomp filter would kill the
+        # child for the same system call (syscall_filter.py).
+        "socket.__new__",
+        "os.mkdir",
+        "os.chmod",
+        "os.chown",
+        "os.link",
+        "os.symlink",
+        "os.utime",
+        "os.mkfifo",
+        "os.mknod",
+        "os.setxattr",
+        "os.removexattr",
     }
 )
 _WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_TRUNC
@@ -139,7 +153,7 @@ def _traceback_summary(e: BaseException) -> str:
 Job = tuple[str, Callable[[], bytes], Limits]
 
 
-def _child_setup(jobs: list[tuple[int, Job]], write_fd: int) -> None:
+def _child_setup(jobs: list[tuple[int, Job]], write_fd: int, syscalls: Program | None) -> None:
     global _statm_fd
     os.setpgid(0, 0)
     _die_with_parent()
@@ -164,6 +178,10 @@ def _child_setup(jobs: list[tuple[int, Job]], write_fd: int) -> None:
         raise SoftTimeout
 
     signal.signal(signal.SIGALRM, on_alarm)
+    if syscalls is not None:
+        # Last: from here on a socket, a file write or a new process made outside
+        # Python kills this child (the parent reports why).
+        syscalls.load(_PRCTL)
 
 
 def _run_job(target: Callable[[], bytes], limits: Limits) -> tuple[Kind, bytes]:
@@ -189,12 +207,18 @@ def _run_job(target: Callable[[], bytes], limits: Limits) -> tuple[Kind, bytes]:
         return "exception", _traceback_summary(e).encode(errors="replace")
 
 
-def child_main(jobs: list[tuple[int, Job]], write_fd: int) -> None:
-    """Runs in the forked child: each job in turn; never returns."""
+def child_main(jobs: list[tuple[int, Job]], write_fd: int, syscalls: Program | None = None) -> None:
+    """Runs in the forked child: each job in turn; never returns.
+
+    Args:
+        jobs: (index, job) to run in turn.
+        write_fd: the result pipe.
+        syscalls: the seccomp filter to load before the first job (None: none).
+    """
     global _platform_active
     try:
         _platform_active = True
-        _child_setup(jobs, write_fd)
+        _child_setup(jobs, write_fd, syscalls)
     except BaseException:
         os._exit(EXIT_INTERNAL)
     hard = resource.getrlimit(resource.RLIMIT_AS)[1]

@@ -66,6 +66,7 @@ from substreams.protocol import (
     Limits,
 )
 from substreams.results import Status, error_value, ok_value
+from substreams.syscall_filter import FILTER_REASON, program
 
 __all__ = [
     "Isolation",
@@ -151,13 +152,14 @@ class _Child:
         return max(lim.max_result_bytes for lim in self.limits.values()) + 65536
 
 
-def _spawn(jobs: list[tuple[int, Job]]) -> _Child:
+def _spawn(jobs: list[tuple[int, Job]], syscall_filter: bool = True) -> _Child:
+    syscalls = program() if syscall_filter else None  # compiled once, before any fork
     read_fd, write_fd = os.pipe()
     spawned = time.monotonic()
     pid = os.fork()
     if pid == 0:  # pragma: no cover - the child never returns
         os.close(read_fd)
-        child_main(jobs, write_fd)
+        child_main(jobs, write_fd, syscalls)
     os.close(write_fd)
     # Also set the group from the parent: whichever runs first, the group exists
     # before the parent might need to kill it.
@@ -260,6 +262,8 @@ def _failure(child: _Child, name: str, limits: Limits, status: int) -> Outcome:
                 name, "timeout", error=f"timeout: CPU limit ({signal.Signals(signum).name})"
             )
         signame = signal.Signals(signum).name
+        if signum == signal.SIGSYS:
+            return Outcome(name, "killed", error=f"killed: {FILTER_REASON} (SIGSYS)")
         return Outcome(name, "killed", error=f"killed: died of signal {signame}")
     code = os.WEXITSTATUS(status) if os.WIFEXITED(status) else -1
     if code == EXIT_MEMORY:
@@ -298,7 +302,11 @@ def _finish(child: _Child, names: Sequence[str], outcomes: list[Outcome | None])
 
 
 def run_in_child(
-    jobs: Sequence[Job], *, max_parallel: int = 4, isolation: Isolation = "substream"
+    jobs: Sequence[Job],
+    *,
+    max_parallel: int = 4,
+    isolation: Isolation = "substream",
+    syscall_filter: bool = True,
 ) -> list[Outcome]:
     """Run each job's target in a forked, limited child.
 
@@ -313,6 +321,8 @@ def run_in_child(
             each substream its own shallow list of the events). Either way each job
             has its own deadline and limits, and when a job kills its child the jobs
             after it run in a new one.
+        syscall_filter: load the seccomp filter in each child
+            (:mod:`substreams.syscall_filter`; where available). Off only to measure it.
 
     Returns:
         One outcome per job, in order.
@@ -328,7 +338,7 @@ def run_in_child(
     try:
         while pending or running:
             while pending and len(running) < max(1, max_parallel):
-                child = _spawn(pending.pop(0))
+                child = _spawn(pending.pop(0), syscall_filter)
                 running[child.pid] = child
                 selector.register(child.read_fd, selectors.EVENT_READ, (child.pid, "pipe"))
                 if child.pidfd is not None:
@@ -414,6 +424,7 @@ def run_substreams(
     cap: Limits | None = None,
     max_parallel: int = 4,
     isolation: Isolation = "substream",
+    syscall_filter: bool = True,
 ) -> list[Outcome]:
     """Run substreams on one chunk's decoded events in limited children.
 
@@ -436,7 +447,9 @@ def run_substreams(
         (s.name, _substream_target(s, events, ctx, own_list=own_list), Limits.of(s, cap))
         for s in substreams
     ]
-    return run_in_child(jobs, max_parallel=max_parallel, isolation=isolation)
+    return run_in_child(
+        jobs, max_parallel=max_parallel, isolation=isolation, syscall_filter=syscall_filter
+    )
 
 
 def stored_value(sub: Substream, outcome: Outcome) -> bytes:
@@ -446,8 +459,16 @@ def stored_value(sub: Substream, outcome: Outcome) -> bytes:
     return error_value(outcome.status, sub.name, sub.version, outcome.error or outcome.kind)
 
 
-def check_import(path: Path, *, timeout_s: float) -> str | None:
-    """Import a plugin file in a limited child; returns why it failed, or None if it loads."""
+def check_import(
+    path: Path, *, timeout_s: float, expect: Sequence[str] | None = None
+) -> str | None:
+    """Import a plugin file in a limited child; returns why it failed, or None if it loads.
+
+    Args:
+        path: the plugin file.
+        timeout_s: the import's wall-clock limit, seconds.
+        expect: the substream names it must declare (a registry entry's), or None.
+    """
     from substreams.loader import load_file  # noqa: PLC0415 (the loader imports us lazily)
 
     def target() -> bytes:
@@ -460,6 +481,9 @@ def check_import(path: Path, *, timeout_s: float) -> str | None:
     limits = Limits(timeout_s=timeout_s, memory_mb=1024, max_result_bytes=65536)
     (outcome,) = run_in_child([(str(path), target, limits)])
     if outcome.ok:
+        declared = sorted(filter(None, outcome.payload.decode().split(",")))
+        if expect is not None and declared != sorted(expect):
+            return f"declares {declared}, not {sorted(expect)} as published"
         return None
     if outcome.kind == "timeout":
         return f"import did not finish within {timeout_s}s"
