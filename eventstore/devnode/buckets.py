@@ -115,7 +115,7 @@ class BucketRegistry:
         try:
             return dict(self._types[bucket_type])
         except KeyError:
-            raise UnknownBucketType(f"Unknown bucket type: {bucket_type}") from None
+            raise UnknownBucketType(bucket_type) from None
 
     def bucket_props(self, bucket_type: str, bucket: str) -> dict[str, Any]:
         """The effective props of a bucket: its type's, overridden by its own, plus name.

@@ -4,6 +4,9 @@ Every option can also be given as ``RIAK_EVENTS_DEVNODE_<OPTION>`` (click's
 auto_envvar_prefix). Served by uvicorn in this one process: the devnode must be one
 process (one LMDB writer with group commit, one hook queue, one set of counters), so
 gunicorn's pre-forked workers would bring only a second process and nothing to use it.
+For the same reason the data directory is locked (``eventstore.dirlock``) before
+anything is opened: a second devnode on it exits 1 with one line naming the directory
+and the pid that holds it.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import uvicorn
 
 from eventstore.devnode.app import create_app
 from eventstore.devnode.settings import load
+from eventstore.dirlock import DirectoryLocked, lock_directory
 from eventstore.settings import SettingsError
 
 log = logging.getLogger(__name__)
@@ -43,13 +47,19 @@ def devnode(data_dir: Path | None, listen: str | None, config: Path | None) -> N
         settings = load(config, data_dir=data_dir, listen=listen)
     except SettingsError as e:
         raise click.ClickException(str(e)) from e
+    try:
+        lock = lock_directory(settings.data_dir)
+    except DirectoryLocked as e:
+        raise click.ClickException(str(e)) from e
+    except OSError as e:
+        raise click.ClickException(f"cannot lock data directory {settings.data_dir}: {e}") from e
     if settings.host not in ("127.0.0.1", "localhost", "::1"):
         log.warning(
             "devnode: listening on %s, not loopback; it has no authentication", settings.host
         )
     server = uvicorn.Server(
         uvicorn.Config(
-            create_app(settings),
+            create_app(settings, lock=lock),
             host=settings.host,
             port=settings.port,
             lifespan="on",
@@ -64,4 +74,7 @@ def devnode(data_dir: Path | None, listen: str | None, config: Path | None) -> N
             timeout_keep_alive=75,
         )
     )
-    server.run()
+    try:
+        server.run()
+    finally:
+        lock.release()

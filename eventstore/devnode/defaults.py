@@ -32,6 +32,14 @@ MAP_SIZE_BYTES = 64 * 1024**3
 #: Largest value accepted by PUT (Riak's default ``object.size.maximum`` is 50 MB).
 MAX_OBJECT_BYTES = 50 * 1024**2
 
+#: Largest bucket or bucket-type props document accepted by PUT. A real one is ~1 KB;
+#: the limit only keeps a hostile body out of memory.
+MAX_PROPS_BYTES = 1024**2
+
+#: Deepest nesting of arrays and objects in a props document. A real one nests 4 deep
+#: (``{"props": {"postcommit": [{"mod": ...}]}}``); deeper is refused with a 400.
+MAX_PROPS_DEPTH = 32
+
 #: How long a deleted key answers 404 with ``X-Riak-Deleted`` before it is reaped
 #: (Riak's default ``delete_mode`` keeps tombstones 3 seconds).
 TOMBSTONE_TTL_S = 3.0

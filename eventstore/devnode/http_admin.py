@@ -1,13 +1,15 @@
 """Node-level requests: ``/ping``, ``/stats``, bucket props and bucket-type props.
 
 As in riak_kv: ``GET /ping`` answers ``OK``; ``GET /stats`` a JSON object; props are
-``{"props": {...}}`` documents, PUT answers 204, 400 for a malformed body, 415 unless
-the body is ``application/json``, 404 for an unknown bucket type.
+``{"props": {...}}`` documents, PUT answers 204, 400 for a malformed body (or one nested
+deeper than ``MAX_PROPS_DEPTH``), 415 unless the body is ``application/json``, 413 over
+``max_props_bytes``. Props of an unknown bucket type answer what Riak 3.2 answers
+(DESIGN.md, "Unknown bucket types"): GET 404 with webmachine's HTML page, PUT 400 with
+riak_core's reason as a JSON string.
 """
 
 from __future__ import annotations
 
-import json
 import time
 from collections import Counter
 from typing import Any
@@ -16,7 +18,15 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 
 import eventstore
-from eventstore.devnode.errors import BadRequest, UnsupportedMediaType
+from eventstore.devnode.bodies import parse_json, read_body
+from eventstore.devnode.buckets import DEFAULT_TYPE
+from eventstore.devnode.defaults import MAX_PROPS_DEPTH
+from eventstore.devnode.errors import (
+    BadRequest,
+    PropsNotSet,
+    ResourceNotFound,
+    UnsupportedMediaType,
+)
 from eventstore.devnode.state import Devnode
 
 
@@ -71,38 +81,54 @@ async def stats(request: Request) -> Response:
 
 
 async def type_props(request: Request) -> Response:
-    """``GET|PUT /types/T/props``."""
+    """``GET|PUT /types/T/props``; an unknown type answers as riak_kv_wm_bucket_type does:
+    GET 404 (webmachine's page), PUT 400 ``"undefined"``."""
     devnode: Devnode = request.app.state.devnode
     bucket_type = request.path_params["bucket_type"]
     if request.method == "PUT":
-        await devnode.set_type_props(bucket_type, await _props_body(request, "bucket type"))
+        props = await _props_body(request, "bucket type")
+        if bucket_type == DEFAULT_TYPE:
+            raise PropsNotSet("no_default_update", "the default bucket type's props are fixed")
+        if not devnode.registry.has_type(bucket_type):
+            raise PropsNotSet("undefined", f"cannot set props of unknown bucket type {bucket_type}")
+        await devnode.set_type_props(bucket_type, props)
         return Response(status_code=204)
+    if not devnode.registry.has_type(bucket_type):
+        raise ResourceNotFound(f"props of unknown bucket type {bucket_type}")
     return JSONResponse({"props": devnode.registry.type_props(bucket_type)})
 
 
 async def bucket_props(request: Request) -> Response:
-    """``GET|PUT /types/T/buckets/B/props`` and ``/buckets/B/props``."""
+    """``GET|PUT /types/T/buckets/B/props`` and ``/buckets/B/props``; an unknown type
+    answers as riak_kv_wm_props does: GET 404 (webmachine's page), PUT 400 ``"no_type"``."""
     devnode: Devnode = request.app.state.devnode
-    bucket_type = request.path_params.get("bucket_type", "default")
+    bucket_type = request.path_params.get("bucket_type", DEFAULT_TYPE)
     bucket = request.path_params["bucket"]
     if request.method == "PUT":
-        devnode.registry.type_props(bucket_type)
-        await devnode.set_bucket_props(bucket_type, bucket, await _props_body(request, "bucket"))
+        props = await _props_body(request, "bucket")
+        if not devnode.registry.has_type(bucket_type):
+            raise PropsNotSet(
+                "no_type", f"cannot set props of bucket {bucket} of unknown type {bucket_type}"
+            )
+        await devnode.set_bucket_props(bucket_type, bucket, props)
         return Response(status_code=204)
+    if not devnode.registry.has_type(bucket_type):
+        raise ResourceNotFound(f"props of bucket {bucket} of unknown bucket type {bucket_type}")
     return JSONResponse({"props": devnode.registry.bucket_props(bucket_type, bucket)})
 
 
 async def _props_body(request: Request, what: str) -> dict[str, Any]:
-    media = request.headers.get("content-type", "").split(";")[0].strip().lower()
-    if media != "application/json":
-        raise UnsupportedMediaType(f"{what} props must be sent as application/json")
-    try:
-        document = json.loads(await request.body())
-    except ValueError:
-        document = None
+    """The ``props`` of a PUT body, checked in webmachine's order: the body's form (400,
+    Riak's ``malformed_request``) before its media type (415, at the accept stage)."""
+    settings = request.app.state.devnode.settings
+    raw = await read_body(request, settings.max_props_bytes, f"{what} props")
+    document = parse_json(raw, max_depth=MAX_PROPS_DEPTH, what=f"{what} props")
     if not isinstance(document, dict) or not isinstance(document.get("props"), dict):
         raise BadRequest(
             f"{what} PUT must be a JSON object of the form:\n"
             '{"props":{...bucket properties...}}'
         )
+    media = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    if media != "application/json":
+        raise UnsupportedMediaType(f"{what} props must be sent as application/json")
     return dict(document["props"])

@@ -5,8 +5,10 @@ GET 200 (304 on a matching If-None-Match), 404 ``not found`` (with
 ``X-Riak-Deleted: true`` and the tombstone's ``X-Riak-Vclock`` for a deleted key);
 PUT 204, or 200 with the object when ``returnbody=true``; 400 without Content-Type or
 with a bad option; 415 for a Content-Type that is not ``type/subtype``; 413 over the
-size limit; DELETE 204, or 404 when nothing live is there. 300 is never produced: every
-bucket type here has last_write_wins.
+size limit (refused while the body is read); DELETE 204, or 404 when nothing live is
+there. 300 is never produced: every bucket type here has last_write_wins. An unknown
+bucket type answers 404 ``Unknown bucket type: T`` on every method, after the checks of
+the request's form (missing Content-Type, malformed options) as in Riak.
 
 Quorum options are validated as Riak validates them (values and n_val violations) and
 are then trivially met: one process holds every replica. Path segments are always
@@ -28,13 +30,9 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from eventstore.devnode import records
+from eventstore.devnode.bodies import read_body
 from eventstore.devnode.buckets import is_quorum, resolve_quorum
-from eventstore.devnode.errors import (
-    BadRequest,
-    EntityTooLarge,
-    ObjectNotFound,
-    UnsupportedMediaType,
-)
+from eventstore.devnode.errors import BadRequest, ObjectNotFound, UnsupportedMediaType
 from eventstore.devnode.records import StoredObject
 from eventstore.devnode.state import Devnode
 
@@ -70,26 +68,21 @@ def parse_location(request: Request) -> tuple[str, str, str]:
     return bucket_type, bucket, key
 
 
-def check_options(request: Request, props: dict[str, Any], quorums: tuple[str, ...]) -> None:
-    """Validate Riak's request options as riak_kv_wm_object does.
+def check_options(request: Request, quorums: tuple[str, ...]) -> None:
+    """Validate the form of Riak's request options, as riak_kv_wm_object's
+    ``malformed_request`` does (before it looks at the bucket type).
 
     Raises:
-        BadRequest: a malformed value, or a quorum larger than the bucket's n_val.
+        BadRequest: a malformed value.
     """
     params = request.query_params
-    n_val = int(props["n_val"])
     for name in quorums:
         text = params.get(name)
-        if text is None:
-            continue
-        value: int | str = int(text) if text.isdigit() else text
-        if not is_quorum(value):
+        if text is not None and not is_quorum(int(text) if text.isdigit() else text):
             raise BadRequest(
                 f"{name} query parameter must be an integer or one of the following words: "
                 "'one', 'quorum' or 'all'"
             )
-        if resolve_quorum(value, n_val, props.get(name, "quorum")) > n_val:
-            raise BadRequest(f"Specified w/dw/pw values invalid for bucket n value of {n_val}")
     for name in _BOOLEANS:
         text = params.get(name)
         if text is not None and text.lower() not in ("true", "false", "default"):
@@ -99,12 +92,34 @@ def check_options(request: Request, props: dict[str, Any], quorums: tuple[str, .
         raise BadRequest(f"Bad timeout value {timeout!r}")
 
 
+def bucket_props(
+    devnode: Devnode, request: Request, bucket_type: str, bucket: str, quorums: tuple[str, ...]
+) -> dict[str, Any]:
+    """The props of the request's bucket, once its bucket type is known to exist, with
+    the request's quorums checked against the bucket's n_val.
+
+    Raises:
+        UnknownBucketType: the bucket type does not exist (404, Riak's wording).
+        BadRequest: a quorum larger than the bucket's n_val.
+    """
+    props = devnode.registry.bucket_props(bucket_type, bucket)
+    n_val = int(props["n_val"])
+    for name in quorums:
+        text = request.query_params.get(name)
+        if text is None:
+            continue
+        value: int | str = int(text) if text.isdigit() else text
+        if resolve_quorum(value, n_val, props.get(name, "quorum")) > n_val:
+            raise BadRequest(f"Specified w/dw/pw values invalid for bucket n value of {n_val}")
+    return props
+
+
 async def get_object(request: Request) -> Response:
     """GET/HEAD an object."""
     devnode: Devnode = request.app.state.devnode
     bucket_type, bucket, key = parse_location(request)
-    props = devnode.registry.bucket_props(bucket_type, bucket)
-    check_options(request, props, _GET_QUORUMS)
+    check_options(request, _GET_QUORUMS)
+    bucket_props(devnode, request, bucket_type, bucket, _GET_QUORUMS)
     now_s = time.time()
     devnode.gets.add(now_s)
     obj = _live(devnode, records.location_key(bucket_type, bucket, key), now_s)
@@ -122,10 +137,12 @@ async def put_object(request: Request) -> Response:
     """PUT (or POST) an object: store it durably, then fire the post-commit hook."""
     devnode: Devnode = request.app.state.devnode
     bucket_type, bucket, key = parse_location(request)
-    props = devnode.registry.bucket_props(bucket_type, bucket)
-    check_options(request, props, _PUT_QUORUMS)
+    if request.headers.get("content-type") is None:
+        raise BadRequest("Missing Content-Type request header")
+    check_options(request, _PUT_QUORUMS)
+    props = bucket_props(devnode, request, bucket_type, bucket, _PUT_QUORUMS)
     content_type, charset = _content_type(request)
-    value = await _body(request, devnode.settings.max_object_bytes)
+    value = await read_body(request, devnode.settings.max_object_bytes, "object")
     now_s = time.time()
     expiry_s = devnode.expiry_s(bucket_type)
     write_ms = int(now_s * 1000)
@@ -144,6 +161,7 @@ async def put_object(request: Request) -> Response:
     loc_key = records.location_key(bucket_type, bucket, key)
     await devnode.wait(devnode.store.write(loc_key, obj))
     devnode.puts.add(now_s)
+    devnode.object_bytes_written += len(value)
     if any(h.get("mod") == devnode.settings.hook.module for h in props.get("postcommit", ())):
         devnode.hook.submit(key, value)
     if request.query_params.get("returnbody", "").lower() == "true":
@@ -157,8 +175,8 @@ async def delete_object(request: Request) -> Response:
     """DELETE an object: write a tombstone that reads as 404 until it is reaped."""
     devnode: Devnode = request.app.state.devnode
     bucket_type, bucket, key = parse_location(request)
-    props = devnode.registry.bucket_props(bucket_type, bucket)
-    check_options(request, props, _DELETE_QUORUMS)
+    check_options(request, _DELETE_QUORUMS)
+    bucket_props(devnode, request, bucket_type, bucket, _DELETE_QUORUMS)
     now_s = time.time()
     loc_key = records.location_key(bucket_type, bucket, key)
     _live(devnode, loc_key, now_s)
@@ -218,9 +236,7 @@ def _live(devnode: Devnode, loc_key: bytes, now_s: float) -> StoredObject:
 
 
 def _content_type(request: Request) -> tuple[str, str | None]:
-    raw = request.headers.get("content-type")
-    if raw is None:
-        raise BadRequest("Missing Content-Type request header")
+    raw = request.headers.get("content-type", "")
     media, *params = [p.strip() for p in raw.split(";")]
     if len([p for p in media.split("/") if p]) != 2:
         raise UnsupportedMediaType(
@@ -232,20 +248,6 @@ def _content_type(request: Request) -> tuple[str, str | None]:
         if name.strip().lower() == "charset":
             charset = value.strip().strip('"')
     return media, charset
-
-
-async def _body(request: Request, limit: int) -> bytes:
-    declared = request.headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > limit:
-        raise EntityTooLarge(f"object of {declared} bytes exceeds the limit of {limit} bytes")
-    chunks: list[bytes] = []
-    size = 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            raise EntityTooLarge(f"object exceeds the limit of {limit} bytes")
-        chunks.append(chunk)
-    return b"".join(chunks)
 
 
 def _new_vtag() -> str:

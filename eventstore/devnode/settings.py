@@ -12,6 +12,7 @@ The TOML file (every table and key optional)::
     nodename = "dev1@127.0.0.1"
     map_size_bytes = 68719476736
     max_object_bytes = 52428800
+    max_props_bytes = 1048576
     tombstone_ttl_s = 3.0
     purge_interval_s = 30.0
 
@@ -89,6 +90,7 @@ class DevnodeSettings:
     hook: HookSettings
     map_size_bytes: int = defaults.MAP_SIZE_BYTES
     max_object_bytes: int = defaults.MAX_OBJECT_BYTES
+    max_props_bytes: int = defaults.MAX_PROPS_BYTES
     tombstone_ttl_s: float = defaults.TOMBSTONE_TTL_S
     purge_interval_s: float = defaults.PURGE_INTERVAL_S
     purge_batch: int = defaults.PURGE_BATCH
@@ -101,6 +103,7 @@ _DEVNODE_KEYS = {
     "nodename",
     "map_size_bytes",
     "max_object_bytes",
+    "max_props_bytes",
     "tombstone_ttl_s",
     "purge_interval_s",
     "purge_batch",
@@ -189,6 +192,7 @@ def load(
         ),
         map_size_bytes=_int(node, "map_size_bytes", defaults.MAP_SIZE_BYTES, source=source),
         max_object_bytes=_int(node, "max_object_bytes", defaults.MAX_OBJECT_BYTES, source=source),
+        max_props_bytes=_int(node, "max_props_bytes", defaults.MAX_PROPS_BYTES, source=source),
         tombstone_ttl_s=_float(node, "tombstone_ttl_s", defaults.TOMBSTONE_TTL_S, source=source),
         purge_interval_s=_float(node, "purge_interval_s", defaults.PURGE_INTERVAL_S, source=source),
         purge_batch=_int(node, "purge_batch", defaults.PURGE_BATCH, source=source),

@@ -82,6 +82,7 @@ class Devnode:
         self.gets = MinuteCounter()
         self.puts = MinuteCounter()
         self.deletes = MinuteCounter()
+        self.object_bytes_written = 0
         self.expired_reads = 0
         self.purged = 0
 

@@ -24,9 +24,10 @@ Failure scenarios:
    one fails.
 3. Map full: the transaction aborts, the write answers 500, nothing already stored is
    touched. Raise ``map_size_bytes``.
-4. Second devnode process on the same data dir: LMDB serialises writers across
-   processes with its lock file, so the store stays consistent; each process has its own
-   hook queue and counters, which is why the devnode is documented as one process.
+4. Second devnode process on the same data dir: refused before the store is opened
+   (the caller holds ``eventstore.dirlock``'s lock on the data directory). LMDB's own
+   lock file would keep the store consistent, but hook queues and counters are per
+   process.
 """
 
 from __future__ import annotations
@@ -99,6 +100,21 @@ class ObjectStore:
         """How many records (objects and tombstones) the store holds."""
         with self._env.begin() as txn:
             return int(txn.stat(self._objects)["entries"])
+
+    def used_bytes(self) -> int:
+        """Bytes of the map in use (pages up to the last one written), for /metrics."""
+        info = self._env.info()
+        return (int(info["last_pgno"]) + 1) * int(self._env.stat()["psize"])
+
+    def healthy(self) -> bool:
+        """Whether the writer thread runs and a read transaction opens (/readyz)."""
+        if not self._writer.is_alive():
+            return False
+        try:
+            with self._env.begin():
+                return True
+        except lmdb.Error:
+            return False
 
     def load_props(self) -> dict[bytes, bytes]:
         """Every persisted props document, by its props key."""

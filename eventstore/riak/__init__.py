@@ -26,6 +26,7 @@ from eventstore.riak.errors import (
     RiakError,
     ServerError,
     Siblings,
+    TooLarge,
     Unavailable,
     UnexpectedResponse,
 )
@@ -52,6 +53,7 @@ __all__ = [
     "RiakSettings",
     "ServerError",
     "Siblings",
+    "TooLarge",
     "Unavailable",
     "UnexpectedResponse",
 ]

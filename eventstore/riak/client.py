@@ -306,14 +306,23 @@ class RiakClient:
     # -- bucket props, ping, stats ---------------------------------------------------
 
     def get_bucket_props(self, bucket_type: str | None, bucket: str) -> dict[str, Any]:
-        """The effective props of a bucket."""
-        return self._json_get(paths.bucket_props_path(bucket_type, bucket))
+        """The effective props of a bucket.
+
+        Raises:
+            BucketTypeNotFound: no such (active) bucket type.
+        """
+        return self._json_get(paths.bucket_props_path(bucket_type, bucket), bucket_type)
 
     def set_bucket_props(
         self, bucket_type: str | None, bucket: str, props: Mapping[str, Any]
     ) -> None:
-        """Set props on one bucket (merged over its type's)."""
-        self._json_put(paths.bucket_props_path(bucket_type, bucket), props)
+        """Set props on one bucket (merged over its type's).
+
+        Raises:
+            BucketTypeNotFound: no such (active) bucket type.
+            BadRequest: Riak refused a prop.
+        """
+        self._json_put(paths.bucket_props_path(bucket_type, bucket), bucket_type, props)
 
     def get_bucket_type_props(self, bucket_type: str) -> dict[str, Any]:
         """The props of a bucket type.
@@ -321,11 +330,17 @@ class RiakClient:
         Raises:
             BucketTypeNotFound: no such (active) bucket type.
         """
-        return self._json_get(paths.bucket_type_props_path(bucket_type))
+        return self._json_get(paths.bucket_type_props_path(bucket_type), bucket_type)
 
     def set_bucket_type_props(self, bucket_type: str, props: Mapping[str, Any]) -> None:
-        """Change props of an existing bucket type."""
-        self._json_put(paths.bucket_type_props_path(bucket_type), props)
+        """Change props of an existing bucket type.
+
+        Raises:
+            BucketTypeNotFound: no such (active) bucket type.
+            BadRequest: Riak refused a prop, or the type is ``default`` (its props are
+                fixed by the node's configuration).
+        """
+        self._json_put(paths.bucket_type_props_path(bucket_type), bucket_type, props)
 
     def ping(self, node: str | None = None) -> bool:
         """Whether ``node`` (default: any node, with retries) answers ``/ping``."""
@@ -389,8 +404,12 @@ class RiakClient:
         ok: tuple[int, ...],
         headers: Mapping[str, str] | None = None,
         body: bytes | None = None,
+        props_of: str | None = None,
     ) -> tuple[str, HttpResponse]:
-        """Send a request with retries on other nodes; translate every failure."""
+        """Send a request with retries on other nodes; translate every failure.
+
+        ``props_of`` names the bucket type of a props request (see ``error_for``).
+        """
         all_headers = {**self._headers, **(headers or {})}
         last_failed: list[str] = []
 
@@ -417,7 +436,12 @@ class RiakClient:
                     self.nodes.succeeded(node)
                     return node, response
                 error = error_for(
-                    response.status, response.body, response.headers, location=location, node=node
+                    response.status,
+                    response.body,
+                    response.headers,
+                    location=location,
+                    node=node,
+                    props_of=props_of,
                 )
             if error.retriable:
                 self.nodes.failed(node)
@@ -427,11 +451,13 @@ class RiakClient:
 
         return self._retry(attempt)
 
-    def _json_get(self, target: str) -> dict[str, Any]:
-        _, response = self._call("GET", target, location=None, ok=(200,))
+    def _json_get(self, target: str, bucket_type: str | None) -> dict[str, Any]:
+        _, response = self._call(
+            "GET", target, location=None, ok=(200,), props_of=bucket_type or "default"
+        )
         return dict(json.loads(response.body)["props"])
 
-    def _json_put(self, target: str, props: Mapping[str, Any]) -> None:
+    def _json_put(self, target: str, bucket_type: str | None, props: Mapping[str, Any]) -> None:
         body = json.dumps({"props": dict(props)}).encode()
         self._call(
             "PUT",
@@ -440,6 +466,7 @@ class RiakClient:
             ok=(200, 204),
             headers={"Content-Type": "application/json"},
             body=body,
+            props_of=bucket_type or "default",
         )
 
     def _pool(self) -> ThreadPoolExecutor:

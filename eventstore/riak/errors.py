@@ -56,7 +56,13 @@ class NotFound(RiakError):
 
 
 class BucketTypeNotFound(RiakError):
-    """The bucket type named in the request does not exist (or is not active)."""
+    """The bucket type named in the request does not exist (or is not active).
+
+    Riak 3.2 says so in three ways (see eventstore/devnode/DESIGN.md, "Unknown bucket
+    types"): object requests answer 404 ``Unknown bucket type: T``; a GET of props
+    answers webmachine's plain 404 page; a PUT of props answers 400 with riak_core's
+    reason as a JSON string (``"undefined"``, ``"no_type"``, ``"not_active"``).
+    """
 
 
 class Siblings(RiakError):
@@ -70,6 +76,11 @@ class Siblings(RiakError):
 
 class BadRequest(RiakError):
     """Riak refused the request as malformed (400): missing Content-Type, bad option."""
+
+
+class TooLarge(RiakError):
+    """The request's body exceeds the node's limit (413): an object over Riak's
+    ``object.size.maximum``, or a props document over the devnode's limit."""
 
 
 class PreconditionFailed(RiakError):
@@ -110,6 +121,11 @@ class RequestTimeout(ConnectionFailed):
     """The node did not answer within the client's socket timeout."""
 
 
+#: What riak_core answers (as a JSON string, HTTP 400) when props are PUT on a bucket
+#: type, or a bucket of a type, that does not exist or is not active.
+_NO_TYPE_REASONS = frozenset({'"undefined"', '"no_type"', '"not_active"'})
+
+
 def error_for(
     status: int,
     body: bytes,
@@ -117,6 +133,7 @@ def error_for(
     *,
     location: Location | None,
     node: str,
+    props_of: str | None = None,
 ) -> RiakError:
     """Translate a non-success answer of Riak into the matching :class:`RiakError`.
 
@@ -126,6 +143,8 @@ def error_for(
         headers: the answer's headers, names lower-case.
         location: the object or bucket the request concerned, if any.
         node: the node (base URL) that answered.
+        props_of: the bucket type, when the request was for props (of the type or of a
+            bucket of it): there a 404 can only mean the type does not exist.
 
     Returns:
         The error to raise. Never raises itself.
@@ -133,6 +152,10 @@ def error_for(
     text = body[:512].decode("utf-8", "replace").strip()
     lowered = text.lower()
     cls: type[RiakError]
+    if props_of is not None and (status == 404 or (status == 400 and text in _NO_TYPE_REASONS)):
+        return BucketTypeNotFound(
+            f"Unknown bucket type: {props_of}", location=location, node=node, status=status
+        )
     if status == 404:
         if "bucket type" in lowered:
             return BucketTypeNotFound(text, location=location, node=node, status=status)
@@ -160,6 +183,7 @@ def error_for(
 _BY_STATUS: dict[int, type[RiakError]] = {
     400: BadRequest,
     412: PreconditionFailed,
+    413: TooLarge,
     429: Overload,
     503: Unavailable,
 }

@@ -11,6 +11,7 @@ from __future__ import annotations
 import http.client
 import os
 import threading
+from collections.abc import Callable
 from urllib.parse import urlsplit
 
 import pytest
@@ -202,6 +203,23 @@ def test_bucket_props_set_and_read_back(riak: RiakClient, bucket: str) -> None:
 def test_unknown_bucket_type(riak: RiakClient, bucket: str) -> None:
     with pytest.raises(BucketTypeNotFound):
         riak.get("no_such_type_x", bucket, "k")
+    with pytest.raises(BucketTypeNotFound):
+        riak.get_bucket_type_props("no_such_type_x")
+
+
+def test_unknown_bucket_type_on_every_request(riak: RiakClient, bucket: str) -> None:
+    # Riak answers these three ways (eventstore/devnode/DESIGN.md, "Unknown bucket
+    # types"); nothing may be created by any of them.
+    calls: list[Callable[[], object]] = [
+        lambda: riak.put("no_such_type_x", bucket, "k", b"v"),
+        lambda: riak.delete("no_such_type_x", bucket, "k"),
+        lambda: riak.get_bucket_props("no_such_type_x", bucket),
+        lambda: riak.set_bucket_props("no_such_type_x", bucket, {"n_val": 3}),
+        lambda: riak.set_bucket_type_props("no_such_type_x", {"n_val": 3}),
+    ]
+    for call in calls:
+        with pytest.raises(BucketTypeNotFound):
+            call()
     with pytest.raises(BucketTypeNotFound):
         riak.get_bucket_type_props("no_such_type_x")
 
