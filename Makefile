@@ -15,8 +15,9 @@ SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 # Erlang/OTP: the ring hash is checked against a real erl, and the hook is built with erlc.
 # ZooKeeper (and a Java runtime for it): relocator ownership, the substream registry.
 # Chromium: the companion status page is checked in a real headless browser.
+# systemd: systemd-analyze checks the units in deploy/systemd.
 APT_PACKAGES := libsereal-encoder-perl libsereal-decoder-perl libjson-pp-perl erlang-nox \
-	zookeeper default-jre-headless chromium
+	zookeeper default-jre-headless chromium systemd
 
 .PHONY: run test lint unit bench system-deps venv testdata clean
 
