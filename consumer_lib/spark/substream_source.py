@@ -8,8 +8,10 @@
 One row per chunk the substream reads (its declared types/subtypes, and the ``types``
 option), resolved exactly as :meth:`consumer_lib.EventsClient.substream` resolves it:
 the stored result when it is ``ok`` and of the local plugin's version, else the chunk is
-read and the same plugin runs on the executor (``fallback``), and the row says how it
-was served. Schema (:data:`SUBSTREAM_SCHEMA`):
+read and the same plugin runs on the executor (``fallback``) in the companion's sandbox
+(:mod:`consumer_lib.fallback`: a forked child with the plugin's declared limits, so a
+slow or greedy plugin costs the task at most its deadline and memory limit, never the
+executor), and the row says how it was served. Schema (:data:`SUBSTREAM_SCHEMA`):
 
 =============  ==========  =======================================================
 column         type        meaning
@@ -20,9 +22,13 @@ chunk          long
 served         string      ``server``, ``fallback`` or ``gap``
 reason         string      why not ``server`` (``missing``, ``shed``, ``timeout``,
                            ``error``, ``killed``, ``version_mismatch``,
-                           ``unreadable``, ``forced``); null when served
+                           ``unreadable``, ``disabled``, ``forced``); null when
+                           served
 version        string      the plugin version that computed it
-error          string      for a gap: the server's error or why the fallback failed
+error          string      for a gap: the server's error (``disabled: ...`` for a
+                           plugin the server disabled: not run here), or why the
+                           fallback failed: ``fallback <status>: <kind>: ...``
+                           (status ``timeout``, ``killed`` or ``error``)
 result_json    string      the result as JSON text (null for a gap); byte strings
                            become text (UTF-8, invalid bytes replaced)
 =============  ==========  =======================================================
@@ -36,8 +42,9 @@ executor), ``entry_points`` (``true``: also installed ``riak_events.substreams``
 plugins), ``accept_other_versions`` (``false``).
 
 Failure semantics: those of :mod:`consumer_lib.substream`: a plugin failing in the
-fallback gives a ``gap`` row naming the error; a chunk that cannot be read fails the
-Spark task (and so the query) with a ConsumerError naming its key.
+fallback (an exception, its deadline, its memory limit, a crash) gives a ``gap`` row
+naming the failure within its deadline plus the kill grace; a chunk that cannot be read
+fails the Spark task (and so the query) with a ConsumerError naming its key.
 """
 
 from __future__ import annotations
