@@ -6,7 +6,10 @@
     riak-events tail --dc dc1 --position var/tail-dc1.json --lag 5
 
 Output: JSON Lines on stdout (one event, or one substream result, per line) or a
-readable text form (``--format text``). A progress bar goes to stderr for ranges of more
+readable text form (``--format text``). Before reading, each ``--node`` must answer
+Riak's ``GET /ping``: a wrong port (a companion's, say) is an error, not an empty
+answer. A range that holds no data says so on stderr ("no epochs with data for dc X in
+[a, b)") and exits with status 3. A progress bar goes to stderr for ranges of more
 than ``PROGRESS_MIN_EPOCHS`` epochs when stderr is a terminal (``--progress`` forces
 it). Every option is also an environment variable ``RIAK_EVENTS_READ_<OPTION>`` /
 ``RIAK_EVENTS_TAIL_<OPTION>``. Errors are printed as one line naming epoch, dc and key;
@@ -25,6 +28,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 import click
+import httpx
 
 from consumer_lib.client import EventsClient
 from consumer_lib.errors import ConsumerError
@@ -33,6 +37,9 @@ from consumer_lib.types import Epoch, SubstreamResult, TaggedEvent
 
 #: Ranges longer than this (epochs) get a progress bar on an interactive stderr.
 PROGRESS_MIN_EPOCHS = 30
+
+#: Exit status of ``read`` when the range holds no data for the dc (and filters).
+EXIT_NO_DATA = 3
 
 
 def _json_default(value: Any) -> Any:
@@ -145,10 +152,40 @@ def _substream_options(command: str) -> Callable[[Callable[..., Any]], Callable[
     return decorate
 
 
+def check_riak_node(url: str, *, timeout_s: float = 5.0) -> None:
+    """Raise ``click.ClickException`` unless ``url`` answers Riak's ``GET /ping`` with 200.
+
+    A companion, a relocator or any other HTTP server answers 404 there: reading from it
+    would look like a range without data.
+    """
+    ping = url.rstrip("/") + "/ping"
+    try:
+        answer = httpx.get(ping, timeout=timeout_s)
+    except httpx.HTTPError as e:
+        raise click.ClickException(
+            f"node {url}: cannot reach it ({type(e).__name__}: {e}); is Riak (or the devnode) "
+            "running there?"
+        ) from None
+    if answer.status_code != 200:
+        raise click.ClickException(
+            f"node {url} does not answer as Riak: GET /ping answered HTTP {answer.status_code} "
+            "(Riak's HTTP port is 8098 by default; 5000 is a companion's)"
+        )
+
+
 def _client(nodes: tuple[str, ...], zookeeper: str | None, zk_root: str, **kw: Any) -> EventsClient:
     if not nodes and not zookeeper:
         nodes = ("http://127.0.0.1:8098",)
+    for node in nodes:
+        check_riak_node(node)
     return EventsClient(list(nodes) or None, zookeeper=zookeeper, zk_root=zk_root, **kw)
+
+
+def _no_data(dc: str, epochs: EpochRange, types: tuple[str, ...], substream: str | None) -> None:
+    what = f"substream {substream} results" if substream else "epochs with data"
+    only = f" (types {', '.join(types)})" if types else ""
+    click.echo(f"no {what} for dc {dc} in {epochs}{only}", err=True)
+    raise SystemExit(EXIT_NO_DATA)
 
 
 def _progress(show: bool, epochs: EpochRange) -> AbstractContextManager[Any]:
@@ -183,7 +220,10 @@ def read(  # noqa: PLR0917 (one parameter per click option)
     fallback: str,
     progress: bool | None,
 ) -> None:
-    """Read an epoch range [START, END) of the full stream, or of a substream."""
+    """Read an epoch range [START, END) of the full stream, or of a substream.
+
+    Exit status: 0 data was written, 1 an error (one line on stderr), 3 the range holds
+    no data for the dc and filters."""
     now = time.time()
     try:
         epochs = EpochRange(parse_when(start, now=now), parse_when(end, now=now))
@@ -206,7 +246,7 @@ def read(  # noqa: PLR0917 (one parameter per click option)
         ):
             out = sys.stdout
             if substream is None:
-                _write_epochs(
+                written = _write_epochs(
                     client.epochs(
                         dc, epochs.start, epochs.end, types=types or None, subtypes=subtypes or None
                     ),
@@ -225,16 +265,22 @@ def read(  # noqa: PLR0917 (one parameter per click option)
                     subtypes=subtypes or None,
                     fallback=fallback,  # type: ignore[arg-type]
                 )
-                _write_results(results, out, fmt, bar, epochs.start)
+                written = _write_results(results, out, fmt, bar, epochs.start)
     except ConsumerError as e:
         raise click.ClickException(str(e)) from e
     except BrokenPipeError:  # `| head`: the reader is gone
         sys.stderr.close()
+        return
+    if written == 0:
+        _no_data(dc, epochs, types, substream)
 
 
-def _write_epochs(epochs: Iterator[Epoch], out: TextIO, fmt: str, bar: Any, first: int) -> None:
+def _write_epochs(epochs: Iterator[Epoch], out: TextIO, fmt: str, bar: Any, first: int) -> int:
+    """Write every event; returns how many epochs held at least one chunk."""
     done = first
+    with_data = 0
     for epoch in epochs:
+        with_data += bool(epoch.chunks)
         for chunk in epoch.chunks:
             k = chunk.key
             for event in chunk.events:
@@ -243,17 +289,22 @@ def _write_epochs(epochs: Iterator[Epoch], out: TextIO, fmt: str, bar: Any, firs
         if bar is not None:
             bar.update(epoch.epoch + 1 - done)
             done = epoch.epoch + 1
+    return with_data
 
 
 def _write_results(
     results: Iterator[SubstreamResult], out: TextIO, fmt: str, bar: Any, first: int
-) -> None:
+) -> int:
+    """Write every result; returns how many were written."""
     done = first
+    written = 0
     for res in results:
+        written += 1
         out.write((dumps(res.as_dict()) if fmt == "jsonl" else _text_result(res)) + "\n")
         if bar is not None and res.epoch > done:
             bar.update(res.epoch - done)
             done = res.epoch
+    return written
 
 
 @click.command()

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 import re
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -25,8 +26,10 @@ from consumer_lib.errors import InvalidArgument
 
 __all__ = ["EpochRange", "When", "epoch_of", "parse_when"]
 
-#: What a range bound may be: an epoch (int) or an aware datetime.
-When = int | datetime
+#: What a range bound may be: an epoch (int), an aware datetime, or a string in one of
+#: the forms :func:`parse_when` reads (``"1700000000"``, ``"2026-11-22T10:00:00+00:00"``,
+#: ``"now-5m"``; relative forms are taken against the current time).
+When = int | datetime | str
 
 _RELATIVE_RE = re.compile(r"now(?:-(\d+)([smhd]?))?")
 _UNIT_S = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
@@ -36,7 +39,8 @@ def epoch_of(value: When, *, end: bool = False) -> int:
     """The epoch of a range bound.
 
     Args:
-        value: an epoch (``int``, >= 0) or a timezone-aware ``datetime``.
+        value: an epoch (``int``, >= 0), a timezone-aware ``datetime``, or a string as
+            :func:`parse_when` reads it (an ISO datetime without a zone is UTC).
         end: the bound is an exclusive end: a datetime inside an epoch rounds up, so
             the epoch holding it is included; a start rounds down.
 
@@ -44,10 +48,15 @@ def epoch_of(value: When, *, end: bool = False) -> int:
         The epoch.
 
     Raises:
-        InvalidArgument: a negative epoch, a bool, a naive datetime, another type.
+        InvalidArgument: a negative epoch, a bool, a naive datetime, a string of no
+            known form, another type.
     """
+    if isinstance(value, str):
+        return _parse(value, now=time.time(), end=end)
     if isinstance(value, bool) or not isinstance(value, int | datetime):
-        raise InvalidArgument(f"a range bound must be an int epoch or a datetime: {value!r}")
+        raise InvalidArgument(
+            f"a range bound must be an int epoch, a datetime or a string: {value!r}"
+        )
     if isinstance(value, int):
         if value < 0:
             raise InvalidArgument(f"epoch {value} is negative")
@@ -111,6 +120,10 @@ def parse_when(text: str, *, now: float) -> int:
     Raises:
         InvalidArgument: none of those forms.
     """
+    return _parse(text, now=now, end=False)
+
+
+def _parse(text: str, *, now: float, end: bool) -> int:
     text = text.strip()
     if text.isdigit():
         return int(text)
@@ -127,4 +140,4 @@ def parse_when(text: str, *, now: float) -> int:
         ) from None
     if parsed.tzinfo is None:
         parsed = parsed.replace(tzinfo=timezone.utc)
-    return epoch_of(parsed)
+    return epoch_of(parsed, end=end)

@@ -67,6 +67,41 @@ def test_errors_are_one_line_naming_the_key(
     assert "Traceback" not in done.stderr
 
 
+def test_read_refuses_a_node_that_is_not_riak_and_names_an_empty_range(
+    session_devnode: DevnodeProcess, riak: RiakClient, dc: str, tmp_path: Path
+) -> None:
+    write_epoch([riak], E0, dc, sample_spec(E0, web_chunks=1))
+    span = ["--start", str(E0), "--end", str(E0 + 1)]
+    # Not Riak: an HTTP server that answers 404 on /ping (as a companion's port does).
+    server = subprocess.Popen(
+        [sys.executable, "-m", "http.server", "--bind", "127.0.0.1", "0", "-d", str(tmp_path)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    try:
+        assert server.stdout is not None
+        port = server.stdout.readline().split("port ")[1].split()[0]
+        wrong = run("read", "--node", f"http://127.0.0.1:{port}", "--dc", dc, *span)
+    finally:
+        server.kill()
+        server.wait()
+        assert server.stdout is not None
+        server.stdout.close()
+    assert wrong.returncode == 1
+    assert "does not answer as Riak: GET /ping answered HTTP 404" in wrong.stderr
+    assert "Traceback" not in wrong.stderr and wrong.stdout == ""
+    # A dc with no data: said, not silent.
+    node = session_devnode.url
+    empty = run("read", "--node", node, "--dc", dc + "x", *span)
+    assert empty.returncode == 3, empty.stderr
+    assert empty.stdout == ""
+    assert f"no epochs with data for dc {dc}x in [{E0}, {E0 + 1})" in empty.stderr
+    backwards = run("read", "--node", node, "--dc", dc, "--start", str(E0 + 1), "--end", str(E0))
+    assert backwards.returncode == 1
+    assert "ends before it starts" in backwards.stderr
+
+
 def test_tail_command_follows_and_saves_its_position(
     session_devnode: DevnodeProcess, riak: RiakClient, dc: str, tmp_path: Path
 ) -> None:

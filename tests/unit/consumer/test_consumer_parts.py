@@ -59,6 +59,21 @@ def test_parse_when_forms() -> None:
         parse_when("yesterday", now=now)
 
 
+def test_string_bounds_are_accepted_where_a_range_bound_is() -> None:
+    # The README's own call: client.events("ams4", "2026-11-22T10:00:00+00:00", ...).
+    start = epoch_of("2026-11-22T10:00:00+00:00")
+    assert start == int(datetime(2026, 11, 22, 10, tzinfo=timezone.utc).timestamp())
+    assert EpochRange.of("2026-11-22T10:00:00Z", "2026-11-22T10:00:02.5Z") == EpochRange(
+        start, start + 3
+    )  # an end inside an epoch includes that epoch, as for datetimes
+    assert EpochRange.of("1700000000", 1_700_000_005) == EpochRange(1_700_000_000, 1_700_000_005)
+    assert abs(epoch_of("now-5m") - (time.time() - 300)) < 5
+    with pytest.raises(InvalidArgument, match="not an epoch, an ISO datetime"):
+        epoch_of("yesterday")
+    with pytest.raises(InvalidArgument, match="ends before it starts"):
+        EpochRange.of("2026-11-22T10:00:05Z", "2026-11-22T10:00:00Z")
+
+
 def test_filter_is_applied_to_metadata_and_gives_chunk_order() -> None:
     refs = parse_metadata("web:app:10|web:app:2|web:app:0|lb::0|cron:x:1|web.api:v2:0")
     assert [r.format() for r in refs][:3] == ["cron:x:1", "lb::0", "web.api:v2:0"]
