@@ -1,8 +1,12 @@
 """Plugin code run by Spark is bounded, against a devnode on ``local[2]``: the
 substream source's fallback and the backfill job run a plugin in the companion's
-sandbox on the executor, so a plugin sleeping 8 s past its 0.5 s deadline gives rows
-(or stored results) marked ``timeout`` as soon as the deadline kills it, not after 8 s
-per chunk; a plugin the server disabled gives ``disabled`` rows, without a run."""
+sandbox on the executor, so a plugin sleeping far past its 0.5 s deadline gives rows
+(or stored results) marked ``timeout`` as soon as the deadline kills it, not after its
+sleep; a plugin the server disabled gives ``disabled`` rows, without a run.
+
+The plugin sleeps 30 s (the consumer tests use the issue's 8 s): the bound asserted is
+"sooner than one unbounded run", and a Spark job on a loaded 2-core machine can take
+seconds of its own."""
 
 from __future__ import annotations
 
@@ -24,7 +28,7 @@ pytestmark = [
 ]
 
 #: How long the slow plugin sleeps per chunk, seconds (its declared limit is 0.5 s).
-SLEEP_S = 8.0
+SLEEP_S = 30.0
 
 PLUGIN = """
 import time
