@@ -1,7 +1,9 @@
-"""Every shipped plugin, both ways: sandboxed (as the companion runs it) and as a plain
-in-process call (as the consumer library's fallback will), on the same decoded chunks.
-The stored result must be exactly what the plain call returns, after the same Sereal
-round trip a consumer's result goes through."""
+"""Every shipped plugin, both ways, on the same decoded chunks: sandboxed as the
+companion runs it (``run_substreams``: the stored value) and sandboxed as the consumer
+library's fallback runs it (``consumer_lib.fallback.run_fallback``: the same sandbox,
+one child per chunk, the result decoded as a consumer decodes a stored one). Both must
+be exactly what a plain in-process call returns, after the same Sereal round trip a
+consumer's result goes through."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from consumer_lib.fallback import run_fallback
 from eventstore import sereal
 from eventstore.blob import pack_blob, unpack_blob
 from eventstore.names import ChunkKey
@@ -63,5 +66,8 @@ def test_sandboxed_and_in_process_results_are_the_same(sub: Substream) -> None:
         assert (record.status, record.substream, record.version) == ("ok", sub.name, sub.version)
         plain = sub(events, ctx)
         assert record.result == sereal.decode(sereal.encode(plain))
+        (fallback,) = run_fallback([sub], events, key)
+        assert (fallback.status, fallback.error) == ("ok", None)
+        assert fallback.result == record.result
         ran += 1
     assert ran >= 2
