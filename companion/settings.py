@@ -14,6 +14,9 @@ file are relative to the file's directory. See ``companion/example-config.toml``
     queue_max = 64
     max_wait_s = 2.0
     peers = ["127.0.0.1", "::1"]
+    status_peers = ["127.0.0.1", "::1"]  # who may GET / and /v1/status
+    metrics_peers = ["127.0.0.1", "::1"] # who may GET /metrics (default: status_peers)
+    hide_addresses = false           # hide the Riak/ZooKeeper addresses on the status page
     plugin_dirs = ["plugins"]
     entry_points = true
     check_plugins_in_child = true
@@ -40,6 +43,8 @@ file are relative to the file's directory. See ``companion/example-config.toml``
     [zookeeper]
     hosts = ""                       # "127.0.0.1:2181"; empty: no ZooKeeper
     root = "/riak-events"
+    auth = ""                        # digest "user:password" (the registry is world-readable)
+    trusted_keys = ["keys/release.pub"]  # registry plugins run only if one of these signed
 """
 
 from __future__ import annotations
@@ -55,7 +60,9 @@ from eventstore.errors import InvalidName
 from eventstore.names import Namespaces
 from eventstore.riak.settings import RiakSettings
 from eventstore.settings import SettingsError, parse_listen, read_toml, table, unknown_keys
+from substreams.errors import InvalidKey
 from substreams.sandbox import Isolation, Limits
+from substreams.signing import TrustedKeys, is_inline_key
 
 __all__ = ["CompanionSettings", "load"]
 
@@ -74,6 +81,9 @@ class CompanionSettings:
     queue_max: int = defaults.QUEUE_MAX
     max_wait_s: float = defaults.MAX_WAIT_S
     peers: tuple[str, ...] = defaults.PEERS
+    status_peers: tuple[str, ...] = defaults.STATUS_PEERS
+    metrics_peers: tuple[str, ...] = defaults.STATUS_PEERS
+    hide_addresses: bool = False
     plugin_dirs: tuple[Path, ...] = ()
     entry_points: bool = True
     check_plugins_in_child: bool = True
@@ -95,6 +105,8 @@ class CompanionSettings:
     zk_hosts: str = defaults.ZK_HOSTS
     zk_root: str = defaults.ZK_ROOT
     zk_health_interval_s: float = defaults.ZK_HEALTH_INTERVAL_S
+    zk_auth: str = ""
+    trusted_keys: tuple[str, ...] = ()
 
     @property
     def listen(self) -> str:
@@ -116,15 +128,16 @@ class CompanionSettings:
         """Configured directories first, then the registry's."""
         return (*self.plugin_dirs, self.registry_dir)
 
-    def allows(self, peer: str | None) -> bool:
-        """Whether ``peer`` (an IP address) may send key groups."""
+    def allows(self, peer: str | None, among: tuple[str, ...] | None = None) -> bool:
+        """Whether ``peer`` (an IP address) is in ``among`` (default: ``peers``, who may
+        send key groups; ``status_peers``, ``metrics_peers`` for the read-only pages)."""
         if peer is None:
             return False
         try:
             address = ipaddress.ip_address(peer)
         except ValueError:
             return False
-        for allowed in self.peers:
+        for allowed in self.peers if among is None else among:
             try:
                 if address in ipaddress.ip_network(allowed, strict=False):
                     return True
@@ -143,6 +156,9 @@ _COMPANION_KEYS = {
     "queue_max",
     "max_wait_s",
     "peers",
+    "status_peers",
+    "metrics_peers",
+    "hide_addresses",
     "plugin_dirs",
     "entry_points",
     "check_plugins_in_child",
@@ -183,7 +199,11 @@ def load(config: Path | None = None, **overrides: Any) -> CompanionSettings:
     section = dict(table(data, "companion", source=source))
     unknown_keys(section, _COMPANION_KEYS, source=f"{source} [companion]")
     zk = table(data, "zookeeper", source=source)
-    unknown_keys(zk, {"hosts", "root", "health_interval_s"}, source=f"{source} [zookeeper]")
+    unknown_keys(
+        zk,
+        {"hosts", "root", "health_interval_s", "auth", "trusted_keys"},
+        source=f"{source} [zookeeper]",
+    )
     riak_table = dict(table(data, "riak", source=source))
 
     given = {k: v for k, v in overrides.items() if v is not None and v != ()}
@@ -213,11 +233,11 @@ def load(config: Path | None = None, **overrides: Any) -> CompanionSettings:
             if name in _POSITIVE_FLOATS and value == 0:
                 raise SettingsError(f"{where}: {name} must be positive")
             values[name] = float(value)
-        elif name in ("entry_points", "check_plugins_in_child"):
+        elif name in ("entry_points", "check_plugins_in_child", "hide_addresses"):
             if not isinstance(value, bool):
                 raise SettingsError(f"{where}: {name} must be true or false")
             values[name] = value
-        elif name in ("peers", "audit_dcs"):
+        elif name in ("peers", "status_peers", "metrics_peers", "audit_dcs"):
             if not isinstance(value, list) or not all(isinstance(p, str) for p in value):
                 raise SettingsError(f"{where}: {name} must be a list of strings")
             values[name] = tuple(value)
@@ -233,7 +253,12 @@ def load(config: Path | None = None, **overrides: Any) -> CompanionSettings:
             if value not in ("substream", "chunk"):
                 raise SettingsError(f'{where}: isolation must be "substream" or "chunk"')
             values[name] = value
-    for peer in values.get("peers", ()):
+    values.setdefault("metrics_peers", values.get("status_peers", defaults.STATUS_PEERS))
+    for peer in (
+        *values.get("peers", ()),
+        *values.get("status_peers", ()),
+        *values["metrics_peers"],
+    ):
         try:
             ipaddress.ip_network(peer, strict=False)
         except ValueError as e:
@@ -266,13 +291,34 @@ def load(config: Path | None = None, **overrides: Any) -> CompanionSettings:
     if isinstance(interval, bool) or not isinstance(interval, int | float) or interval <= 0:
         raise SettingsError(f"{source} [zookeeper]: health_interval_s must be a positive number")
     values["zk_health_interval_s"] = float(interval)
+    values.update(_registry_trust(zk, base_dir, f"{source} [zookeeper]"))
     return replace(CompanionSettings(), **values)
 
 
+def _registry_trust(zk: Mapping[str, Any], base_dir: Path, where: str) -> dict[str, Any]:
+    """``auth`` (digest ``user:password``) and ``trusted_keys`` (key files, relative to
+    the config file, or base64 keys), each key checked now."""
+    auth, keys = zk.get("auth", ""), zk.get("trusted_keys", [])
+    if not isinstance(auth, str) or (auth and ":" not in auth):
+        raise SettingsError(f'{where}: auth must be "user:password"')
+    if not isinstance(keys, list) or not all(isinstance(k, str) for k in keys):
+        raise SettingsError(f"{where}: trusted_keys must be a list of key files or base64 keys")
+    resolved = tuple(
+        k if is_inline_key(k) or Path(k).is_absolute() else str(base_dir / k) for k in keys
+    )
+    try:
+        TrustedKeys.load(resolved)
+    except InvalidKey as e:
+        raise SettingsError(f"{where}: {e}") from e
+    return {"zk_auth": auth, "trusted_keys": resolved}
+
+
 def as_mapping(settings: CompanionSettings) -> Mapping[str, Any]:
-    """The settings as plain values, for the status page and logs."""
+    """The settings as plain values, for the status page and logs (with
+    ``hide_addresses``, the listen, Riak and ZooKeeper addresses are not shown)."""
+    hidden = "(hidden)" if settings.hide_addresses else None
     return {
-        "listen": settings.listen,
+        "listen": hidden or settings.listen,
         "node": settings.node,
         "workers": settings.workers,
         "threads": settings.threads,
@@ -280,6 +326,7 @@ def as_mapping(settings: CompanionSettings) -> Mapping[str, Any]:
         "queue_max": settings.queue_max,
         "max_wait_s": settings.max_wait_s,
         "plugin_dirs": [str(p) for p in settings.plugin_dirs],
-        "riak": list(settings.riak.nodes),
-        "zookeeper": settings.zk_hosts or "(none)",
+        "riak": hidden or list(settings.riak.nodes),
+        "zookeeper": hidden or settings.zk_hosts or "(none)",
+        "trusted_keys": len(settings.trusted_keys),
     }

@@ -8,9 +8,17 @@ decoder would and rewrites its back-references); a spool blob is cut by
 built, else decoded and re-chunked. Chunk numbers come
 from a freshly reserved batch sequence number (``batch.chunk_number``).
 
-Events that cannot be decoded or are too big for a chunk on their own are dropped and
-counted (``relocator_events_dropped_total{reason="undecodable"|"oversized"}``), with the
-epoch, dc and type in the log. Pure CPU work apart from reserving the sequence number.
+Before joining, each event's document is screened (``wire.event_verdicts``, in C): a
+compressed body is opened here with ``max_event_bytes`` as the cap (its claimed size is
+checked before anything is inflated) and re-wrapped as an uncompressed document; an
+event whose body is over the cap is dropped as ``too_large``, one that is not a hash as
+``not_a_dict``. Intake already refuses what it can see from a frame's first bytes; the
+sealer sees what intake cannot (the items of compressed bodies) and frames journaled
+before an upgrade. Events that cannot be decoded or are too big for a chunk on their
+own are dropped as ``undecodable`` / ``oversized``. Every drop is counted in
+``relocator_events_dropped_total{reason}`` and logged (rate-limited) with the epoch, dc
+and type; the other events of the group are sealed as usual. Pure CPU work apart from
+reserving the sequence number.
 """
 
 from __future__ import annotations
@@ -34,11 +42,14 @@ from eventstore.chunking import (
 from eventstore.errors import EventStoreError, EventTooLarge
 from eventstore.names import ChunkKey
 from eventstore.sereal import compression, tags
-from eventstore.sereal.errors import SerealError
+from eventstore.sereal.errors import SerealError, SizeLimitExceeded
+from relocator import defaults
 from relocator.aggregator import Group
 from relocator.batch import Batch, batch_id, chunk_number
 from relocator.errors import BadSpoolFile
 from relocator.metrics import Metrics
+from relocator.rejects import Rejections
+from relocator.wire import EV_COMPRESSED, EV_NOT_A_DICT, EV_OK, EV_TOO_LARGE, event_verdicts
 
 log = logging.getLogger(__name__)
 
@@ -54,12 +65,15 @@ class Sealer:
         chunk_max_bytes: int,
         compress: str | None,
         metrics: Metrics,
+        max_event_bytes: int = defaults.MAX_EVENT_BYTES,
     ) -> None:
         self._writer_id = writer_id
         self._reserve_seq = reserve_seq
         self._limit = chunk_max_bytes
         self._compress = compress
         self._metrics = metrics
+        self._max_event_bytes = max_event_bytes
+        self._rejections = Rejections(metrics, "sealer")
         self._ratio: dict[tuple[str, str], float] = {}
 
     def seal(self, group: Group) -> Batch:
@@ -128,12 +142,9 @@ class Sealer:
 
         def undecodable(index: int, e: SerealError) -> None:
             bad.append(index)
-            self._metrics.dropped.labels("undecodable").inc()
-            log.warning(
-                "sealer: dropped undecodable event epoch=%d dc=%s type=%s: %s", epoch, dc, type_, e
-            )
+            self._rejections.add("undecodable", 1, f"epoch={epoch} dc={dc} type={type_}: {e}")
 
-        docs = list(docs)
+        docs = self._screen(docs, f"epoch={epoch} dc={dc} type={type_}")
         while True:
             try:
                 chunks = chunk_documents(
@@ -142,15 +153,13 @@ class Sealer:
                     compress=self._compress,
                     ratio=self._ratio.get(kind),
                     on_bad=undecodable,
+                    max_decompressed_size=self._max_event_bytes,
                 )
             except EventTooLarge as e:
-                self._metrics.dropped.labels("oversized").inc()
-                log.warning(
-                    "sealer: dropped event of %d bytes epoch=%d dc=%s type=%s",
-                    e.size_bytes,
-                    epoch,
-                    dc,
-                    type_,
+                self._rejections.add(
+                    "oversized",
+                    1,
+                    f"epoch={epoch} dc={dc} type={type_}: {e.size_bytes} B, more than a chunk",
                 )
                 gone = {*bad, e.index}  # chunk the rest again, without re-counting
                 docs = [d for i, d in enumerate(docs) if i not in gone]
@@ -158,6 +167,34 @@ class Sealer:
                 continue
             self._learn(kind, sum(map(len, docs)), chunks)
             return chunks
+
+    def _screen(self, docs: list[bytes], where: str) -> list[bytes]:
+        """The documents to join: compressed ones opened (capped at max_event_bytes)
+        and re-wrapped uncompressed; too large and non-hash events left out, counted."""
+        cap = self._max_event_bytes
+        verdicts = event_verdicts(docs, cap)
+        if verdicts.count(EV_OK) == len(verdicts):  # the common case: nothing to do
+            return list(docs)
+        out: list[bytes] = []
+        for given, first in zip(docs, verdicts, strict=True):
+            doc, verdict = given, first
+            if first == EV_COMPRESSED:
+                try:
+                    doc = _uncompressed(given, cap)
+                except SizeLimitExceeded as e:
+                    self._rejections.add("too_large", 1, f"{where}: {e}")
+                    continue
+                except SerealError:
+                    pass  # chunk_documents names it and drops it as undecodable
+                else:
+                    verdict = event_verdicts([doc], cap)[0]
+            if verdict == EV_TOO_LARGE:
+                self._rejections.add("too_large", 1, f"{where}: body claims more than {cap} B")
+            elif verdict == EV_NOT_A_DICT:
+                self._rejections.add("not_a_dict", 1, f"{where}: the event is not a hash")
+            else:
+                out.append(doc)
+        return out
 
     def _learn(self, kind: tuple[str, str], encoded: int, chunks: list[Chunk]) -> None:
         # A small group compresses worse than a full chunk does: it would talk the
@@ -287,6 +324,24 @@ def _array_length(doc: bytes, protocol: int, doc_type: int, body_offset: int) ->
     except ValueError:
         return None
     return len(bounds) - 1
+
+
+def _uncompressed(doc: bytes, max_bytes: int) -> bytes:
+    """The same document with its body decompressed (at most ``max_bytes``, checked
+    against the body's claim before inflating): the header is kept byte for byte but
+    for the type nibble, so the body starts where it did and every offset in it still
+    points where it did (protocol 1 counts from the document start, 2+ from the body).
+
+    Raises:
+        SizeLimitExceeded: the body claims (or inflates to) more than ``max_bytes``.
+        SerealError: a bad header or compressed body.
+    """
+    header = sereal.decode_header(doc)  # checks magic, version and type
+    body, pos, _ = compression.open_body(
+        doc, header.protocol, doc[4] >> 4, header.body_offset, max_bytes
+    )
+    start = header.body_offset
+    return b"".join((doc[:4], bytes((doc[4] & 0x0F,)), doc[5:start], body[pos:]))
 
 
 def _document_end(data: bytes) -> int:

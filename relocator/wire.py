@@ -219,16 +219,127 @@ class Received(NamedTuple):
     events: int  # good frames
     malformed: int
     oversized: int
+    too_large: int = 0  # the document claims a decompressed body above the limit
+    not_a_dict: int = 0  # the (uncompressed) document holds no hash
+
+    @property
+    def rejected(self) -> int:
+        """Frames left out, whatever the reason."""
+        return self.malformed + self.oversized + self.too_large + self.not_a_dict
 
 
-_Scan = tuple[int, bytes, list[tuple[bytes, Any, list[bytes]]], int, int]
+#: :func:`event_verdict` codes (the compiled ``event_verdict`` in frames.c has the same).
+EV_OK, EV_TOO_LARGE, EV_NOT_A_DICT, EV_COMPRESSED, EV_UNREADABLE = range(5)
+_PAD, _REFN, _HASH, _WEAKEN, _HASHREF_LOW, _SHORT_BINARY_LOW = 0x3F, 0x28, 0x2A, 0x30, 0x50, 0x60
+_ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
+
+
+def event_verdict(doc: bytes, max_bytes: int) -> int:
+    """What an event's Sereal document shows in its first bytes, never decompressing
+    or decoding it (the compiled ``event_verdicts`` does the same per document).
+
+    Returns:
+        ``EV_TOO_LARGE``: compressed, and the size its body claims (Snappy preamble,
+        zlib uncompressed length, zstd content size) is above ``max_bytes``;
+        ``EV_NOT_A_DICT``: uncompressed and its item is not a hash (after PADs and
+        WEAKENs: ``HASH``, ``HASHREF_n`` or ``REFN HASH``, what decodes to a dict);
+        ``EV_COMPRESSED``: compressed within ``max_bytes`` (or a zstd frame without a
+        content size, which the codec refuses to open); ``EV_UNREADABLE``: not a
+        document we could read this far (the decoder names the fault later);
+        ``EV_OK``: an uncompressed hash.
+    """
+    n = len(doc)
+    if n < 6:
+        return EV_UNREADABLE
+    version, kind = doc[4] & 0x0F, doc[4] >> 4
+    v3 = doc[:4] == b"=\xf3rl"
+    if (not v3 and doc[:4] != b"=srl") or not 1 <= version <= 5 or v3 != (version >= 3):
+        return EV_UNREADABLE
+    suffix, pos = _varint(doc, 5)
+    if suffix is None or suffix > n - pos:
+        return EV_UNREADABLE
+    pos += suffix
+    if kind == 0:
+        return _item_verdict(doc, pos)
+    claim: int | None
+    if kind in (1, 2, 3):  # Snappy block (after a length for type 2), zlib's length
+        if kind == 2:
+            skip, pos = _varint(doc, pos)
+            if skip is None:
+                return EV_UNREADABLE
+        claim, pos = _varint(doc, pos)
+    elif kind == 4:
+        skip, pos = _varint(doc, pos)
+        if skip is None:
+            return EV_UNREADABLE
+        claim = _zstd_content_size(doc, pos)
+        if claim == -1:
+            return EV_COMPRESSED
+    else:
+        return EV_UNREADABLE
+    if claim is None or claim < 0:
+        return EV_UNREADABLE
+    return EV_TOO_LARGE if claim > max_bytes else EV_COMPRESSED
+
+
+def _item_verdict(doc: bytes, pos: int) -> int:
+    after_refn = False
+    for byte in doc[pos:]:
+        tag = byte & 0x7F
+        if tag == _PAD:
+            continue
+        if tag == _HASH:
+            return EV_OK
+        if after_refn:
+            return EV_NOT_A_DICT
+        if _HASHREF_LOW <= tag < _SHORT_BINARY_LOW:
+            return EV_OK
+        if tag == _REFN:
+            after_refn = True
+        elif tag != _WEAKEN:
+            return EV_NOT_A_DICT
+    return EV_UNREADABLE
+
+
+def _varint(doc: bytes, pos: int) -> tuple[int | None, int]:
+    """A varint as the compiled reader takes it (up to 16 bytes, 64 bits); None when
+    it is cut short or too big."""
+    value = 0
+    for i in range(16):
+        if pos + i >= len(doc):
+            return None, pos
+        byte = doc[pos + i]
+        value |= (byte & 0x7F) << (7 * i)
+        if byte < 0x80:
+            return (value, pos + i + 1) if value < 1 << 64 else (None, pos)
+    return None, pos
+
+
+def _zstd_content_size(doc: bytes, pos: int) -> int:
+    """The content size the zstd frame header at ``pos`` records; -1 none, -2 cut
+    short or not a zstd frame."""
+    if doc[pos : pos + 4] != _ZSTD_MAGIC or pos + 4 >= len(doc):
+        return -2
+    fhd = doc[pos + 4]
+    single, flag = (fhd >> 5) & 1, fhd >> 6
+    size_bytes = single if flag == 0 else 1 << flag
+    at = pos + 5 + (0 if single else 1) + (0, 1, 2, 4)[fhd & 3]
+    if size_bytes == 0:
+        return -1
+    if at + size_bytes > len(doc):
+        return -2
+    size = int.from_bytes(doc[at : at + size_bytes], "little")
+    return min(size + 256 if size_bytes == 2 else size, 2**63 - 1)
+
+
+_Scan = tuple[int, bytes, list[tuple[bytes, Any, list[bytes]]], int, int, int, int]
 
 
 def _scan_python(buffer: bytearray | bytes, max_frame_bytes: int) -> _Scan:
     """The compiled ``scan_frames`` in Python (used when the extension is not built)."""
     heads: dict[bytes, tuple[bytes, array.array[int], list[bytes]]] = {}
     out: list[bytes] = []
-    size = malformed = oversized = 0
+    size = malformed = oversized = too_large = not_a_dict = 0
     pos = 0
     while len(buffer) - pos >= LENGTH.size:
         (n,) = LENGTH.unpack_from(buffer, pos)
@@ -247,6 +358,13 @@ def _scan_python(buffer: bytearray | bytes, max_frame_bytes: int) -> _Scan:
         except MalformedFrame:
             malformed += 1
             continue
+        verdict = event_verdict(f.document, max_frame_bytes)
+        if verdict == EV_TOO_LARGE:
+            too_large += 1
+            continue
+        if verdict == EV_NOT_A_DICT:
+            not_a_dict += 1
+            continue
         head = p[: len(p) - len(f.document)]
         entry = heads.get(head)
         if entry is None:
@@ -255,16 +373,26 @@ def _scan_python(buffer: bytearray | bytes, max_frame_bytes: int) -> _Scan:
         entry[2].append(f.document)
         out.append(LENGTH.pack(n) + p)
         size += LENGTH.size + n
-    return pos, b"".join(out), list(heads.values()), malformed, oversized
+    return pos, b"".join(out), list(heads.values()), malformed, oversized, too_large, not_a_dict
 
 
 _scan_c: Callable[[bytearray | bytes, int], _Scan] | None
 _positions_c: Callable[[Any, int], bytes] | None
+_verdicts_c: Callable[[Sequence[bytes], int], bytes] | None
 try:
+    from eventstore.sereal._sereal import event_verdicts as _verdicts_c
     from eventstore.sereal._sereal import frame_positions as _positions_c
     from eventstore.sereal._sereal import scan_frames as _scan_c
 except ImportError:  # the extension is not built: the same in Python
-    _scan_c = _positions_c = None
+    _scan_c = _positions_c = _verdicts_c = None
+
+
+def event_verdicts(docs: Sequence[bytes], max_bytes: int, *, compiled: bool = True) -> bytes:
+    """:func:`event_verdict` of each document, one byte each (in C when built, with the
+    GIL released; ``compiled=False`` forces Python, for tests)."""
+    if compiled and _verdicts_c is not None:
+        return _verdicts_c(docs, max_bytes)
+    return bytes(event_verdict(d, max_bytes) for d in docs)
 
 
 def frame_positions(offsets: Sequence[int], base: int) -> array.array[int]:
@@ -283,9 +411,11 @@ def scan_stream(
 ) -> tuple[Received, int]:
     """Take every complete length-prefixed frame from the front of ``buffer``.
 
-    Headers are checked (as :func:`parse_frame`); bad and oversized frames are counted
-    and left out. The compiled ``scan_frames`` does the per-frame work when built
-    (``compiled=False`` forces the Python path, for tests).
+    Headers are checked (as :func:`parse_frame`), and each document's first bytes
+    (:func:`event_verdict`: a compressed body claiming more than ``max_frame_bytes``,
+    an uncompressed item that is not a hash); bad, oversized, too large and non-dict
+    frames are counted and left out. The compiled ``scan_frames`` does the per-frame
+    work when built (``compiled=False`` forces the Python path, for tests).
 
     Returns:
         (the frames, bytes of ``buffer`` consumed).
@@ -295,7 +425,9 @@ def scan_stream(
     """
     scan = _scan_c if compiled and _scan_c is not None else _scan_python
     try:
-        used, data, heads, malformed, oversized = scan(buffer, max_frame_bytes)
+        used, data, heads, malformed, oversized, too_large, not_a_dict = scan(
+            buffer, max_frame_bytes
+        )
     except ValueError as e:
         raise MalformedFrame(str(e)) from e
     groups: list[FrameGroup] = []
@@ -305,4 +437,4 @@ def scan_stream(
         view = offsets if isinstance(offsets, array.array) else memoryview(offsets).cast("I")
         groups.append(FrameGroup(epoch, dc, type_, subtype, view, docs))
         count += len(docs)
-    return Received(data, groups, count, malformed, oversized), used
+    return Received(data, groups, count, malformed, oversized, too_large, not_a_dict), used

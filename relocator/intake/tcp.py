@@ -5,8 +5,11 @@ header and groups the frames by header (``wire.scan_stream``: compiled, one pass
 Python code per frame), and submits them to the journal writer (blocking when its queue is full:
 back-pressure to the producer). After the group commit the writer's callback sends the
 connection's cumulative count of handled frames (u64 BE): durable ones, plus rejected
-ones (malformed or oversized, counted), so the producer can free them. A producer that
-loses the connection resends everything not yet acknowledged (at-least-once).
+ones, so the producer can free them. Rejected (counted by reason, logged rate-limited,
+never journaled): a malformed header, a frame above ``max_event_bytes``, a compressed
+document whose body claims more than ``max_event_bytes`` (nothing is decompressed), an
+uncompressed event that is not a hash. A producer that loses the connection resends
+everything not yet acknowledged (at-least-once).
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ import threading
 from relocator.errors import MalformedFrame
 from relocator.journal import JournalWriter
 from relocator.metrics import Metrics
+from relocator.rejects import Rejections, count_rejected
 from relocator.wire import ACK, FrameParser, scan_stream
 
 log = logging.getLogger(__name__)
@@ -57,6 +61,7 @@ class TcpIntake:
         self.port: int = self._server.server_address[1]
         self._writer = writer
         self._metrics = metrics
+        self._rejections = Rejections(metrics, "tcp")
         self._max = max_event_bytes
         self._connections: set[socket.socket] = set()
         self._conn_lock = threading.Lock()
@@ -98,6 +103,11 @@ class TcpIntake:
 
     def _serve(self, sock: socket.socket) -> None:
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        try:
+            host, port = sock.getpeername()[:2]
+            peer = f"{host}:{port}"
+        except OSError:
+            peer = "?"
         received_total = self._metrics.received.labels("tcp")
         lock = threading.Lock()
         handled = 0
@@ -130,11 +140,9 @@ class TcpIntake:
             if not used:
                 continue
             del buffer[:used]
-            rejected = received.malformed + received.oversized
-            if received.malformed:
-                self._metrics.dropped.labels("malformed").inc(received.malformed)
-            if received.oversized:
-                self._metrics.dropped.labels("oversized").inc(received.oversized)
+            rejected = received.rejected
+            if rejected:
+                count_rejected(self._rejections, received, f"from {peer}")
             # Rejected frames are acknowledged with the good ones after the group commit,
             # so the cumulative count never runs ahead of what is durable.
             with self._conn_lock:

@@ -1,8 +1,9 @@
 """UDP intake: fire-and-forget datagrams, each one or more length-prefixed frames.
 
 A thread receives datagrams, takes as many as are waiting (up to ``batch_max``), checks
-each frame's header and hands the good ones to the journal writer without blocking: a
-full journal queue drops them (counted, ``reason="overload"``), as UDP would anyway.
+each frame's header and document as TCP intake does (``wire.scan_stream``) and hands
+the good ones to the journal writer without blocking: a full journal queue drops them
+(counted, ``reason="overload"``), as UDP would anyway.
 Nothing is acknowledged over UDP; frames are durable after the next group commit.
 """
 
@@ -15,6 +16,7 @@ import threading
 from relocator.errors import MalformedFrame
 from relocator.journal import JournalWriter
 from relocator.metrics import Metrics
+from relocator.rejects import Rejections, count_rejected
 from relocator.wire import LENGTH, FrameParser, scan_stream
 
 log = logging.getLogger(__name__)
@@ -42,6 +44,7 @@ class UdpIntake:
         self.port: int = self._sock.getsockname()[1]
         self._writer = writer
         self._metrics = metrics
+        self._rejections = Rejections(metrics, "udp")
         self._max = max_event_bytes
         self._batch_max = batch_max
         self._stopping = threading.Event()
@@ -81,10 +84,8 @@ class UdpIntake:
             except MalformedFrame:
                 self._metrics.dropped.labels("malformed").inc(len(whole))
                 continue
-            if received.malformed:
-                self._metrics.dropped.labels("malformed").inc(received.malformed)
-            if received.oversized:
-                self._metrics.dropped.labels("oversized").inc(received.oversized)
+            if received.rejected:
+                count_rejected(self._rejections, received, "in datagrams")
             if not received.events:
                 continue
             if not self._writer.submit(received, None, block=False):

@@ -11,12 +11,17 @@
  *              the offset in `data` of each of its frames' length prefix, `documents`
  *              holds their event documents (bytes), in arrival order;
  *   malformed: frames whose header is not valid (left out of data);
- *   oversized: frames longer than max_frame_bytes (left out, never inspected).
+ *   oversized: frames longer than max_frame_bytes (left out, never inspected);
+ *   too_large: frames whose document claims a decompressed body above max_frame_bytes;
+ *   not_a_dict: frames whose uncompressed document holds something else than a hash
+ *              (both left out; see event_verdict below, nothing is decompressed).
  * A length prefix above 64 MiB raises ValueError: the stream is garbage.
  *
  * The walk over the frames and the copy into `data` run with the GIL released; only
  * the result objects are built under it (one bytes object per document). */
 #include "frames.h"
+
+#include "varint.h"
 
 #include <stdint.h>
 #include <string.h>
@@ -24,7 +29,12 @@
 #define FRAME_PLAUSIBLE_MAX (64u * 1024u * 1024u)
 #define HEAD_FIXED 11 /* "RE" | version | epoch (u64 BE) */
 
-enum { REJECT_MALFORMED = -1, REJECT_OVERSIZED = -2 };
+enum {
+    REJECT_MALFORMED = -1,
+    REJECT_OVERSIZED = -2,
+    REJECT_TOO_LARGE = -3,
+    REJECT_NOT_A_DICT = -4,
+};
 
 typedef struct {
     Py_ssize_t at;  /* offset of the frame's length prefix in the buffer */
@@ -65,6 +75,115 @@ token_byte(uint8_t c, int dot)
 {
     return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
            c == '_' || (dot && c == '.');
+}
+
+/* event_verdict: what can be told about an event's Sereal document from its first
+ * bytes, without decompressing or decoding it (relocator.wire.event_verdict is the
+ * same in Python, and the oracle of the tests).
+ *
+ *   EV_TOO_LARGE:   compressed, and the size its body claims is above cap: the Snappy
+ *                   preamble (types 1 and 2), zlib's uncompressed length (type 3), the
+ *                   zstd frame's content size (type 4). Every decompressor of the
+ *                   codec refuses to produce more than that claim.
+ *   EV_NOT_A_DICT:  uncompressed, and its item is not a hash: after PADs (and WEAKENs,
+ *                   which decode to the item they weaken) it must be HASH, HASHREF_n
+ *                   or REFN [PAD...] HASH, the forms the decoder turns into a dict.
+ *   EV_COMPRESSED:  compressed within the cap (or a zstd frame without a content
+ *                   size, which the codec refuses to open): its item is only seen
+ *                   once the body is opened.
+ *   EV_UNREADABLE:  not a Sereal document we could read this far: left to the
+ *                   decoder's checks, which name the fault.
+ *   EV_OK:          an uncompressed hash.
+ */
+enum { EV_OK = 0, EV_TOO_LARGE = 1, EV_NOT_A_DICT = 2, EV_COMPRESSED = 3, EV_UNREADABLE = 4 };
+
+static int
+item_verdict(const uint8_t *d, Py_ssize_t p, Py_ssize_t n)
+{
+    int after_refn = 0;
+    for (; p < n; p++) {
+        uint8_t tag = d[p] & 0x7f;
+        if (tag == SRL_PAD)
+            continue;
+        if (tag == SRL_HASH)
+            return EV_OK;
+        if (after_refn)
+            return EV_NOT_A_DICT; /* a reference to something else than a hash */
+        if (tag >= SRL_HASHREF_LOW && tag < SRL_SHORT_BINARY_LOW)
+            return EV_OK;
+        if (tag == SRL_REFN)
+            after_refn = 1;
+        else if (tag != SRL_WEAKEN)
+            return EV_NOT_A_DICT;
+    }
+    return EV_UNREADABLE;
+}
+
+/* The content size a zstd frame header records at f[0:n]; -1 when it records none,
+ * -2 when the header is cut short or is not a zstd frame's. */
+static int64_t
+zstd_content_size(const uint8_t *f, Py_ssize_t n)
+{
+    static const int dict_id_bytes[4] = {0, 1, 2, 4};
+    if (n < 5 || f[0] != 0x28 || f[1] != 0xb5 || f[2] != 0x2f || f[3] != 0xfd)
+        return -2;
+    uint8_t fhd = f[4];
+    int single_segment = (fhd >> 5) & 1, fcs_flag = fhd >> 6;
+    int fcs_bytes = fcs_flag == 0 ? single_segment : 1 << fcs_flag;
+    Py_ssize_t p = 5 + (single_segment ? 0 : 1) + dict_id_bytes[fhd & 3];
+    if (fcs_bytes == 0)
+        return -1;
+    if (p + fcs_bytes > n)
+        return -2;
+    uint64_t size = 0;
+    for (int i = fcs_bytes - 1; i >= 0; i--)
+        size = size << 8 | f[p + i];
+    if (fcs_bytes == 2)
+        size += 256;
+    return size > (uint64_t)INT64_MAX ? INT64_MAX : (int64_t)size;
+}
+
+static int
+event_verdict(const uint8_t *d, Py_ssize_t n, Py_ssize_t cap)
+{
+    if (n < 6)
+        return EV_UNREADABLE;
+    int version = d[4] & 0x0f, type = d[4] >> 4, v3 = memcmp(d, "=\xf3rl", 4) == 0;
+    if ((!v3 && memcmp(d, "=srl", 4) != 0) || version < 1 || version > 5 ||
+        v3 != (version >= 3))
+        return EV_UNREADABLE;
+    Py_ssize_t p = 5;
+    uint64_t suffix, claim, skip;
+    if (srl_read_varint(d, &p, n, &suffix) != SRL_VARINT_OK || suffix > (uint64_t)(n - p))
+        return EV_UNREADABLE;
+    p += (Py_ssize_t)suffix;
+    switch (type) {
+    case 0:
+        return item_verdict(d, p, n);
+    case 2: /* <varint length> <Snappy block>: the block's preamble is the claim */
+        if (srl_read_varint(d, &p, n, &skip) != SRL_VARINT_OK)
+            return EV_UNREADABLE;
+        /* fall through */
+    case 1: /* the rest of the document is one Snappy block */
+    case 3: /* <varint uncompressed length> <varint compressed length> <zlib stream> */
+        if (srl_read_varint(d, &p, n, &claim) != SRL_VARINT_OK)
+            return EV_UNREADABLE;
+        break;
+    case 4: { /* <varint length> <zstd frame> */
+        if (srl_read_varint(d, &p, n, &skip) != SRL_VARINT_OK)
+            return EV_UNREADABLE;
+        int64_t size = zstd_content_size(d + p, n - p);
+        if (size == -2)
+            return EV_UNREADABLE;
+        if (size == -1)
+            return EV_COMPRESSED; /* no claim to check: the codec refuses to open it */
+        claim = (uint64_t)size;
+        break;
+    }
+    default:
+        return EV_UNREADABLE;
+    }
+    return claim > (uint64_t)cap ? EV_TOO_LARGE : EV_COMPRESSED;
 }
 
 /* The header length of a frame, or -1 when parse_frame would reject it. */
@@ -158,7 +277,7 @@ head_of(Scan *s, const uint8_t *data, Py_ssize_t at, uint32_t hlen)
  * *bad_length gets an implausible length prefix (the scan stops there). */
 static Py_ssize_t
 scan(Scan *s, const uint8_t *data, Py_ssize_t end, Py_ssize_t max_frame, Py_ssize_t *good,
-     Py_ssize_t *malformed, Py_ssize_t *oversized, uint64_t *bad_length)
+     Py_ssize_t counts[4], uint64_t *bad_length)
 {
     Py_ssize_t pos = 0, last_head = -1;
     while (end - pos >= 4) {
@@ -180,12 +299,13 @@ scan(Scan *s, const uint8_t *data, Py_ssize_t end, Py_ssize_t max_frame, Py_ssiz
         fi->hlen = 0;
         const uint8_t *f = data + pos + 4;
         Py_ssize_t hlen = (Py_ssize_t)n > max_frame ? -2 : header_length(f, n);
-        if (hlen == -2) {
-            fi->head = REJECT_OVERSIZED;
-            (*oversized)++;
-        } else if (hlen < 0) {
-            fi->head = REJECT_MALFORMED;
-            (*malformed)++;
+        int verdict = hlen < 0 ? EV_OK : event_verdict(f + hlen, (Py_ssize_t)n - hlen, max_frame);
+        if (hlen < 0 || verdict == EV_TOO_LARGE || verdict == EV_NOT_A_DICT) {
+            fi->head = hlen == -2                ? REJECT_OVERSIZED
+                       : hlen < 0                ? REJECT_MALFORMED
+                       : verdict == EV_TOO_LARGE ? REJECT_TOO_LARGE
+                                                 : REJECT_NOT_A_DICT;
+            counts[-fi->head - 1]++;
         } else {
             fi->hlen = (uint32_t)hlen;
             /* producers send runs of one header: try the previous frame's first */
@@ -238,7 +358,7 @@ scan_free(Scan *s)
 /* The result tuple from a finished pass 1 (GIL held). */
 static PyObject *
 build(Scan *s, const uint8_t *data, Py_ssize_t consumed, Py_ssize_t good,
-      Py_ssize_t malformed, Py_ssize_t oversized)
+      const Py_ssize_t counts[4])
 {
     if (good > (Py_ssize_t)UINT32_MAX) {
         PyErr_SetString(PyExc_ValueError, "scan_frames: more than 4 GiB of frames at once");
@@ -278,7 +398,8 @@ build(Scan *s, const uint8_t *data, Py_ssize_t consumed, Py_ssize_t good,
             goto fail;
         PyList_SET_ITEM(heads, i, t);
     }
-    PyObject *result = Py_BuildValue("(nNNnn)", consumed, out, heads, malformed, oversized);
+    PyObject *result = Py_BuildValue("(nNNnnnn)", consumed, out, heads, counts[0], counts[1],
+                                     counts[2], counts[3]);
     return result;
 fail:
     Py_XDECREF(out);
@@ -298,10 +419,11 @@ srl_py_scan_frames(PyObject *self, PyObject *args, PyObject *kwargs)
     Scan s;
     memset(&s, 0, sizeof(s));
     const uint8_t *data = view.buf;
-    Py_ssize_t consumed, good = 0, malformed = 0, oversized = 0;
+    Py_ssize_t consumed, good = 0;
+    Py_ssize_t counts[4] = {0, 0, 0, 0}; /* by -REJECT_* - 1 */
     uint64_t bad_length = 0;
     Py_BEGIN_ALLOW_THREADS
-    consumed = scan(&s, data, view.len, max_frame, &good, &malformed, &oversized, &bad_length);
+    consumed = scan(&s, data, view.len, max_frame, &good, counts, &bad_length);
     Py_END_ALLOW_THREADS
     PyObject *result = NULL;
     if (s.nomem)
@@ -310,7 +432,7 @@ srl_py_scan_frames(PyObject *self, PyObject *args, PyObject *kwargs)
         PyErr_Format(PyExc_ValueError, "length prefix %llu is not plausible",
                      (unsigned long long)bad_length);
     else
-        result = build(&s, data, consumed, good, malformed, oversized);
+        result = build(&s, data, consumed, good, counts);
     scan_free(&s);
     PyBuffer_Release(&view);
     return result;
@@ -341,5 +463,42 @@ srl_py_frame_positions(PyObject *self, PyObject *args, PyObject *kwargs)
         }
     }
     PyBuffer_Release(&view);
+    return out;
+}
+
+/* event_verdicts(documents, max_bytes) -> bytes: event_verdict of each document (one
+ * byte each, EV_*), with the GIL released. The sealer's check of what intake did not
+ * see: frames journaled before a restart, and compressed documents once opened. */
+PyObject *
+srl_py_event_verdicts(PyObject *self, PyObject *args, PyObject *kwargs)
+{
+    static char *kwlist[] = {"documents", "max_bytes", NULL};
+    PyObject *docs;
+    Py_ssize_t cap;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "On:event_verdicts", kwlist, &docs, &cap))
+        return NULL;
+    /* A tuple: the documents stay alive (and in place) while the GIL is released. */
+    PyObject *seq = PySequence_Tuple(docs);
+    if (seq == NULL)
+        return NULL;
+    Py_ssize_t n = PyTuple_GET_SIZE(seq);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (!PyBytes_Check(PyTuple_GET_ITEM(seq, i))) {
+            PyErr_Format(PyExc_TypeError, "event_verdicts: document %zd is not bytes", i);
+            Py_DECREF(seq);
+            return NULL;
+        }
+    }
+    PyObject *out = PyBytes_FromStringAndSize(NULL, n);
+    if (out != NULL) {
+        uint8_t *v = (uint8_t *)PyBytes_AS_STRING(out);
+        PyObject **items = PySequence_Fast_ITEMS(seq);
+        Py_BEGIN_ALLOW_THREADS
+        for (Py_ssize_t i = 0; i < n; i++)
+            v[i] = (uint8_t)event_verdict((const uint8_t *)PyBytes_AS_STRING(items[i]),
+                                          PyBytes_GET_SIZE(items[i]), cap);
+        Py_END_ALLOW_THREADS
+    }
+    Py_DECREF(seq);
     return out;
 }

@@ -4,10 +4,13 @@
 
 #include "sereal.h"
 
-/* scan_frames(buffer, max_frame_bytes) -> (consumed, data, heads, malformed, oversized);
- * see frames.c. */
+/* scan_frames(buffer, max_frame_bytes) -> (consumed, data, heads, malformed, oversized,
+ * too_large, not_a_dict); see frames.c. */
 PyObject *srl_py_scan_frames(PyObject *self, PyObject *args, PyObject *kwargs);
 /* frame_positions(offsets, base) -> bytes of native uint64: base + each uint32 offset. */
 PyObject *srl_py_frame_positions(PyObject *self, PyObject *args, PyObject *kwargs);
+
+/* event_verdicts(documents, max_bytes) -> bytes: one EV_* code per document (frames.c). */
+PyObject *srl_py_event_verdicts(PyObject *self, PyObject *args, PyObject *kwargs);
 
 #endif

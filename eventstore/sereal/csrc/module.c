@@ -148,8 +148,14 @@ static PyMethodDef methods[] = {
      "One body REFN ARRAY n holding the item of each (data, pos, end, base) part."},
     {"scan_frames", (PyCFunction)(void (*)(void))srl_py_scan_frames,
      METH_VARARGS | METH_KEYWORDS,
-     "scan_frames(buffer, max_frame_bytes) -> (consumed, data, heads, malformed, oversized)\n\n"
+     "scan_frames(buffer, max_frame_bytes) -> (consumed, data, heads, malformed, oversized,"
+     " too_large, not_a_dict)\n\n"
      "The relocator's intake: complete length-prefixed frames, checked and grouped by header."},
+    {"event_verdicts", (PyCFunction)(void (*)(void))srl_py_event_verdicts,
+     METH_VARARGS | METH_KEYWORDS,
+     "event_verdicts(documents, max_bytes) -> bytes\n\n"
+     "One code per event document, from its first bytes: 0 a hash, 1 too large, 2 not a hash,"
+     " 3 compressed, 4 unreadable."},
     {"frame_positions", (PyCFunction)(void (*)(void))srl_py_frame_positions,
      METH_VARARGS | METH_KEYWORDS,
      "frame_positions(offsets, base) -> bytes\n\n"
