@@ -9,9 +9,11 @@ Routes:
 - ``POST /v1/audit``: same body; the keys lacking a result are admitted (the auditor).
 - ``POST /v1/substreams/{name}/enable``: an operator re-enables a disabled substream.
 - ``GET /healthz``: 200 while the engine runs, 503 otherwise.
-- ``GET /metrics``: Prometheus exposition of every worker.
-- ``GET /v1/status``: the node's merged statistics as JSON.
-- ``GET /``: the status page (HTML).
+- ``GET /metrics``: Prometheus exposition of every worker; only to ``metrics_peers``.
+- ``GET /v1/status``: the node's merged statistics as JSON; only to ``status_peers``.
+- ``GET /``: the status page (HTML); only to ``status_peers``. Both show registry
+  plugins the node rejected, with why; ``hide_addresses`` leaves out the Riak and
+  ZooKeeper addresses.
 
 Failure semantics: domain code raises :mod:`companion.errors`; the one exception-handler
 table below turns each into a JSON answer with its status code. Nothing a plugin does
@@ -55,25 +57,42 @@ from companion.worker import Engine
 from eventstore.errors import InvalidName
 from eventstore.names import ChunkKey
 from substreams.loader import PluginSet
+from substreams.mirror import read_status
 
 log = logging.getLogger(__name__)
 
 __all__ = ["create_app"]
 
 
+#: Read-only paths served only to some peers: path -> the setting naming them. The
+#: others (/healthz, /readyz) are open: probes come from wherever the orchestrator is.
+_READ_ONLY_PEERS = {"/": "status_peers", "/v1/status": "status_peers", "/metrics": "metrics_peers"}
+
+
 class PeerAllowlist:
-    """Refuse POSTs from addresses not in ``settings.peers`` (403), before any parsing."""
+    """Refuse, with 403 before any parsing, POSTs from addresses not in
+    ``settings.peers`` and GETs of the status page, ``/v1/status`` and ``/metrics``
+    from addresses not in ``settings.status_peers`` / ``metrics_peers``."""
 
     def __init__(self, app: ASGIApp, settings: CompanionSettings) -> None:
         self.app = app
         self.settings = settings
 
+    def _allowed_peers(self, method: str, path: str) -> tuple[str, ...] | None:
+        """The peers allowed for this request, or None when it is open to all."""
+        if method == "POST":
+            return self.settings.peers
+        setting = _READ_ONLY_PEERS.get(path)
+        return None if setting is None else tuple(getattr(self.settings, setting))
+
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and scope["method"] == "POST":
+        if scope["type"] == "http":
+            allowed = self._allowed_peers(scope["method"], scope["path"])
             client = scope.get("client")
             peer = client[0] if client else None
-            if not self.settings.allows(peer):
-                log.warning("companion: refused POST %s from %s", scope["path"], peer)
+            if allowed is not None and not self.settings.allows(peer, allowed):
+                log.warning("companion: refused %s %s from %s", scope["method"], scope["path"],
+                            peer)  # fmt: skip
                 response = JSONResponse(
                     {"error": "PeerNotAllowed", "message": f"{peer} is not a configured peer"},
                     status_code=PeerNotAllowed.status_code,
@@ -165,6 +184,9 @@ def _node_view(request: Request) -> dict[str, Any]:
     view["version_conflicts"] = version_conflicts(
         view["loaded"], settings.node or settings.listen, view["cluster"]
     )
+    # What the registry mirror installed and rejected (unsigned, untrusted key, bad
+    # signature, does not load in the sandbox), with why.
+    view["registry"] = read_status(settings.registry_dir)
     return view
 
 
@@ -185,9 +207,14 @@ async def status_page(request: Request) -> Response:
         for s in engine.plugins.substreams.values()
     }
     failures = [(f.origin, f.reason) for f in engine.plugins.report.failures]
+    view = _node_view(request)
+    failures += [
+        (f"registry {file}", f"rejected (version {info.get('version')}): {info.get('reason')}")
+        for file, info in sorted(view["registry"].get("rejected", {}).items())
+    ]
     page = render_status(
         node=state.settings.node or state.settings.listen,
-        merged=_node_view(request),
+        merged=view,
         loaded=loaded,
         load_failures=failures,
         disabled=engine.disabled.all(),

@@ -38,6 +38,12 @@ RESULT_WRITERS = 8
 MAX_WAIT_S = 2.0
 #: Peers (IP addresses) allowed to POST key groups.
 PEERS = ("127.0.0.1", "::1")
+#: Peers allowed to GET the status page and ``/v1/status`` (they show the node's
+#: substreams, errors and, unless ``hide_addresses``, its Riak and ZooKeeper addresses),
+#: and, unless ``metrics_peers`` says otherwise, ``/metrics``. ``/healthz`` and
+#: ``/readyz`` are open to anyone: a probe must work from wherever the orchestrator is,
+#: and they show no addresses.
+STATUS_PEERS = ("127.0.0.1", "::1")
 #: Consecutive failed runs (error, timeout, killed) after which a substream is disabled
 #: on this node until a new version arrives or an operator re-enables it.
 DISABLE_AFTER = 5

@@ -202,6 +202,7 @@ def start_stack(
     zk_hosts: str = "",
     zk_root: str = "/riak-events",
     zk_health_interval_s: float | None = None,
+    zookeeper: dict[str, Any] | None = None,
 ) -> Stack:
     """Start a devnode whose hook drives a companion, with these plugin files.
 
@@ -213,6 +214,7 @@ def start_stack(
         zk_hosts: ZooKeeper for the companion (empty: none).
         zk_root: the companion's ZooKeeper root.
         zk_health_interval_s: refresh of the live znode and of the cluster view.
+        zookeeper: more ``[zookeeper]`` settings (``auth``, ``trusted_keys``...).
     """
     plugin_dir = root / "plugins"
     plugin_dir.mkdir(parents=True)
@@ -241,6 +243,7 @@ def start_stack(
         lines += ["[zookeeper]", f'hosts = "{zk_hosts}"', f'root = "{zk_root}"']
         if zk_health_interval_s is not None:
             lines.append(f"health_interval_s = {zk_health_interval_s}")
+        lines += [f"{k} = {_toml_value(v)}" for k, v in (zookeeper or {}).items()]
     config = root / "companion.toml"
     config.write_text("\n".join(lines) + "\n")
     process = CompanionProcess(config, port=port)

@@ -2,7 +2,7 @@
 
 Runs in gunicorn's master process (``when_ready``), not in the workers: one session per
 node. ``<root>/companions/<node>`` is an ephemeral znode holding JSON
-``{"node", "endpoints": {"companion", "riak"}, "health", "pid", "started_at",
+``{"node", "endpoints": {"companion", "riak"}, "health", "registry", "pid", "started_at",
 "updated_at"}``; clients list the children to pick a random live node. Health
 (including the versions of the substreams the node's workers have loaded) is refreshed
 every ``interval_s`` from a callable (the master reads the workers' status snapshots).
@@ -27,7 +27,8 @@ from typing import Any
 
 from companion.settings import CompanionSettings
 from companion.stats import write_cluster_view
-from substreams.registry import RegistryMirror
+from substreams.mirror import RegistryMirror
+from substreams.signing import TrustedKeys
 
 log = logging.getLogger(__name__)
 
@@ -49,7 +50,14 @@ class ZooKeeperPresence:
         self.settings = settings
         self._health = health
         self._interval_s = interval_s
-        self.client = KazooClient(hosts=settings.zk_hosts, timeout=5.0)
+        self.client = KazooClient(
+            hosts=settings.zk_hosts,
+            timeout=5.0,
+            # digest credentials, when the operator gave some (the registry itself is
+            # world-readable; only publishers write it)
+            auth_data=[("digest", settings.zk_auth)] if settings.zk_auth else None,
+        )
+        self._mirror: RegistryMirror | None = None
         self.node = settings.node or settings.listen
         self.znode = f"{settings.zk_root}/companions/{self.node}"
         self._started_at = time.time()
@@ -65,6 +73,8 @@ class ZooKeeperPresence:
                     "riak": list(self.settings.riak.nodes),
                 },
                 "health": self._health(),
+                # what the registry mirror installed and rejected (substream list)
+                "registry": self._mirror.summary() if self._mirror is not None else {},
                 "pid": os.getpid(),
                 "started_at": self._started_at,
                 "updated_at": time.time(),
@@ -109,7 +119,12 @@ class ZooKeeperPresence:
         """Connect, register, start mirroring the registry and the refresh thread."""
         self.client.start(timeout=timeout_s)
         self.refresh()
-        RegistryMirror(self.client, self.settings.registry_dir, root=self.settings.zk_root).start()
+        self._mirror = RegistryMirror(
+            self.client,
+            self.settings.registry_dir,
+            trust=TrustedKeys.load(self.settings.trusted_keys),
+            root=self.settings.zk_root,
+        ).start()
         self._thread = threading.Thread(target=self._loop, name="companion-zk", daemon=True)
         self._thread.start()
         log.info("zookeeper: node %s registered at %s", self.node, self.znode)

@@ -66,8 +66,8 @@ class EventsClient:
     Args:
         nodes: Riak HTTP URLs (``http://host:8098``); or None with ``zookeeper``.
         zookeeper: a ZooKeeper ensemble (``host:port,...``): the node list is the live
-            nodes registered there, a random one first; its plugin registry is also a
-            source of fallback plugins. Needs kazoo.
+            nodes registered there, a random one first; with ``trusted_keys``, its
+            plugin registry is also a source of fallback plugins. Needs kazoo.
         zk_root: our ZooKeeper root.
         namespaces: bucket types and buckets.
         r, notfound_ok: Riak read options (the seed's 1 and true).
@@ -78,6 +78,8 @@ class EventsClient:
         metadata_depth: epochs whose metadata is read ahead.
         plugin_dirs: plugin directories for the fallback (the companions').
         use_entry_points: also installed ``riak_events.substreams`` plugins.
+        trusted_keys: public key files or base64 keys: registry plugins signed by one
+            of them may run in the fallback (none: registry plugins are never imported).
 
     Raises:
         InvalidArgument: no node, a bad URL, a bad option.
@@ -101,6 +103,7 @@ class EventsClient:
         metadata_depth: int = defaults.METADATA_DEPTH,
         plugin_dirs: Sequence[Path] = (),
         use_entry_points: bool = True,
+        trusted_keys: Sequence[str] = (),
     ) -> None:
         if concurrency < 1 or prefetch < 1 or metadata_depth < 1:
             raise InvalidArgument("concurrency, prefetch and metadata_depth must be >= 1")
@@ -131,7 +134,11 @@ class EventsClient:
             retry=retry,
         )
         self.plugins = PluginCatalog(
-            plugin_dirs, use_entry_points=use_entry_points, zk_client=self._zk, zk_root=zk_root
+            plugin_dirs,
+            use_entry_points=use_entry_points,
+            zk_client=self._zk,
+            zk_root=zk_root,
+            trusted_keys=trusted_keys,
         )
         self._concurrency = concurrency
         self._prefetch = prefetch

@@ -5,9 +5,13 @@ and :mod:`substreams.registry` (the ZooKeeper registry): the consumer loads the 
 files the companions run, so a fallback result is the one the companion would store,
 as long as the versions agree (the substream reader checks them).
 
-Registry plugins are copied once into a private directory (as each companion's mirror
-does) and loaded from there. Loading is lazy (first fallback) and refreshed when a
-substream is asked for that is not loaded yet, or whose files changed.
+Registry plugins are used only when the catalog is given ``trusted_keys``: each is
+then installed as each companion's mirror installs it (:func:`substreams.mirror.install`:
+signature verified under a trusted key, imported first in a sandboxed child) into a
+private directory and loaded from there; one that is refused is never imported in this
+process, and the reason is named when that substream is asked for. Without trusted
+keys the registry is not read at all. Loading is lazy (first fallback) and refreshed
+when a substream is asked for that is not loaded yet, or whose files changed.
 
 Failure semantics: a plugin file that does not load is reported by the loader and
 skipped; asking for a substream that no source declares raises
@@ -24,9 +28,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from consumer_lib.errors import DiscoveryFailed, PluginNotFound
+from consumer_lib.errors import DiscoveryFailed, InvalidArgument, PluginNotFound
 from substreams.api import Substream
+from substreams.errors import InvalidKey, PluginLoadError, SignatureRejected
 from substreams.loader import PluginSet
+from substreams.mirror import install
+from substreams.signing import TrustedKeys
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +49,11 @@ class PluginCatalog:
         use_entry_points: also the installed ``riak_events.substreams`` plugins.
         zk_client: a started kazoo client to read the ZooKeeper registry from, or None.
         zk_root: our ZooKeeper root.
+        trusted_keys: public key files or base64 keys; registry plugins signed by one of
+            them are used (none: the registry is not used).
+
+    Raises:
+        InvalidArgument: a trusted key that cannot be read.
     """
 
     def __init__(
@@ -51,10 +63,19 @@ class PluginCatalog:
         use_entry_points: bool = True,
         zk_client: Any = None,
         zk_root: str = "/riak-events",
+        trusted_keys: Sequence[str] = (),
     ) -> None:
+        try:
+            self._trust = TrustedKeys.load(trusted_keys)
+        except InvalidKey as e:
+            raise InvalidArgument(str(e)) from e
+        #: registry file -> why it was refused.
+        self.rejected: dict[str, str] = {}
         self._directories = tuple(directories)
         self._use_entry_points = use_entry_points
-        self._zk_client = zk_client
+        self._zk_client = zk_client if self._trust else None
+        if zk_client is not None and not self._trust:
+            log.info("consumer: no trusted_keys: registry plugins of %s are not used", zk_root)
         self._zk_root = zk_root
         self._registry_dir: tempfile.TemporaryDirectory[str] | None = None
         self._plugins: PluginSet | None = None
@@ -82,7 +103,10 @@ class PluginCatalog:
                 sources.append("entry points")
             if self._zk_client is not None:
                 sources.append(f"ZooKeeper registry {self._zk_root}")
-            failures = "; ".join(str(f) for f in self._plugins.report.failures)
+            failures = "; ".join(
+                [str(f) for f in self._plugins.report.failures]
+                + [f"registry {file}: {why}" for file, why in sorted(self.rejected.items())]
+            )
             raise PluginNotFound(
                 f"no plugin declares substream {name!r} in {', '.join(sources) or 'nothing'}"
                 + (f" (not loaded: {failures})" if failures else "")
@@ -106,13 +130,19 @@ class PluginCatalog:
         except Exception as e:  # kazoo raises many kinds of errors
             raise DiscoveryFailed(f"reading the plugin registry failed: {e}") from e
         for entry in entries.values():
-            path = target / entry.file
-            if path.exists() and path.read_text(encoding="utf-8") == entry.source:
+            try:
+                signer = install(entry, target, self._trust)
+            except (SignatureRejected, PluginLoadError) as e:
+                reason = e.reason if isinstance(e, PluginLoadError) else str(e)
+                self.rejected[entry.file] = f"version {entry.version} rejected: {reason}"
+                with contextlib.suppress(OSError):
+                    (target / entry.file).unlink()
+                log.warning("consumer: registry plugin %s version %s rejected: %s",
+                            entry.file, entry.version, reason)  # fmt: skip
                 continue
-            tmp = target / f".{entry.file}.tmp"
-            tmp.write_text(entry.source, encoding="utf-8")
-            tmp.replace(path)
-            log.info("consumer: registry plugin %s version %s", entry.file, entry.version)
+            self.rejected.pop(entry.file, None)
+            log.info("consumer: registry plugin %s version %s signed by %s", entry.file,
+                     entry.version, signer)  # fmt: skip
 
     def close(self) -> None:
         """Remove the private copy of registry plugins."""

@@ -49,3 +49,31 @@ class SoftTimeout(BaseException):
     A BaseException, so a plugin's ``except Exception`` does not swallow it, and the
     loader lets it through instead of reporting it as the plugin's own failure.
     """
+
+
+class InvalidKey(SubstreamError):
+    """A publisher's private key or a trusted public key cannot be read or is not Ed25519."""
+
+
+class SignatureRejected(SubstreamError):
+    """A registry plugin is not signed by a trusted key (unsigned, unknown key, bad
+    signature, or no trusted keys configured); the message says which."""
+
+
+class RegistryAccessDenied(RegistryError):
+    """ZooKeeper refused a registry write: no or wrong digest credentials, or the
+    registry's znode belongs to another publisher identity."""
+
+    retriable = False
+
+
+class ReplaceRefused(RegistryError):
+    """Publishing would replace a published plugin with another source; pass
+    ``--replace`` (``replace=True``) to do it on purpose."""
+
+    retriable = False
+
+
+class OtherVersionStored(SubstreamError):
+    """A stored result was made by another version of the plugin; a backfill keeps it
+    unless told to replace other versions (``--replace-version``)."""

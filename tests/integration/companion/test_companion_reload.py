@@ -115,7 +115,11 @@ def test_publish_to_the_registry_reaches_the_companion_and_withdraw_removes_it(
     tmp_path: Path,
 ) -> None:
     zk_hosts, root = zookeeper_server.hosts, zookeeper
-    stack = stack_factory(zk_hosts=zk_hosts, zk_root=root)
+    key = tmp_path / "publisher.key"
+    assert _cli("substream", "keygen", str(key)).returncode == 0
+    stack = stack_factory(
+        zk_hosts=zk_hosts, zk_root=root, zookeeper={"trusted_keys": [f"{key}.pub"]}
+    )
     zk_args = ("--zk-hosts", zk_hosts, "--zk-root", root)
     # The node registered itself as live, with its endpoints.
     from kazoo.client import KazooClient
@@ -139,7 +143,7 @@ def test_publish_to_the_registry_reaches_the_companion_and_withdraw_removes_it(
     source = plugin("published", "return {'from': 'registry', 'n': len(events)}")
     path = tmp_path / "published.py"
     path.write_text(source)
-    result = _cli("substream", "publish", str(path), *zk_args)
+    result = _cli("substream", "publish", str(path), "--key", str(key), *zk_args)
     assert result.returncode == 0, result.stderr
     assert "published published.py" in result.stdout
     listed = _cli("substream", "list", *zk_args)

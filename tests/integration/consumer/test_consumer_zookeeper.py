@@ -1,6 +1,7 @@
 """Discovery and the plugin registry through a real ZooKeeper: the client picks among
 the live nodes companions register, and the fallback loads a plugin published to the
-registry (the source the companions mirror)."""
+registry (the source the companions mirror), only when signed by a key the client
+trusts."""
 
 from __future__ import annotations
 
@@ -10,11 +11,12 @@ from pathlib import Path
 import pytest
 from consumer_helpers import write_epoch
 
-from consumer_lib import DiscoveryFailed, EventsClient
+from consumer_lib import DiscoveryFailed, EventsClient, PluginNotFound
 from eventstore.devnode.testing import DevnodeProcess, free_port
 from eventstore.riak import RiakClient
 from relocator.testing import ZooKeeperProcess
 from substreams.registry import publish
+from substreams.signing import generate, load_private_key
 
 pytestmark = pytest.mark.integration
 
@@ -51,7 +53,8 @@ def test_live_nodes_and_registry_plugins_come_from_zookeeper(  # noqa: PLR0917 (
             zk.create(f"{zookeeper}/companions/{name}", json.dumps(data).encode(), makepath=True)
         plugin = tmp_path / "zk_count.py"
         plugin.write_text(PLUGIN)
-        publish(zk, plugin, root=zookeeper)
+        public_key, _ = generate(tmp_path / "publisher.key")
+        publish(zk, plugin, root=zookeeper, key=load_private_key(tmp_path / "publisher.key"))
         write_epoch([riak], E0, dc, {("web", "app"): [[{"i": 1}, {"i": 2}]]})
         starts = set()
         for _ in range(12):
@@ -68,6 +71,16 @@ def test_live_nodes_and_registry_plugins_come_from_zookeeper(  # noqa: PLR0917 (
             for _ in range(2):  # whichever node it starts on, a retry skips the dead one
                 (epoch,) = client.epochs(dc, E0, E0 + 1)
                 assert epoch.events == [{"i": 1}, {"i": 2}]
+            # Without trusted keys the registry's plugins are never imported.
+            with pytest.raises(PluginNotFound):
+                client.substream("zk_count", dc, E0, E0 + 1)
+        with EventsClient(
+            zookeeper=zookeeper_server.hosts,
+            zk_root=zookeeper,
+            use_entry_points=False,
+            retry_deadline_s=5.0,
+            trusted_keys=[str(public_key)],
+        ) as client:
             (res,) = client.substream("zk_count", dc, E0, E0 + 1)
             assert (res.served, res.reason, res.result) == ("fallback", "missing", 2)
     finally:
