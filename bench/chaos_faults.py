@@ -1,0 +1,509 @@
+"""The chaos campaign's faults: a plan drawn from a seed, and one injector per kind.
+
+Kinds (``KINDS``), each injected while events flow, one fault at a time:
+
+``kill``            kill -9 of one daemon (relocator, companion with its workers and
+                    sandboxed children, devnode, ZooKeeper), restarted after ``hold_s``
+``kill_recovering`` the same, then killed again ``delay_s`` after its restart (inside its
+                    recovery: journal replay, backlog, plugin loading), then restarted
+``zk_restart``      ZooKeeper stopped (SIGTERM) or killed, down ``hold_s``, restarted
+``zk_expire``       one daemon's ZooKeeper session expired: its ephemeral znode names the
+                    session (``ephemeralOwner``), the password ZooKeeper derives from the
+                    id (``java.util.Random(id ^ 0xB3415C00)``, ``ZooKeeperServer.
+                    generatePasswd``) lets a second client attach to it and close it,
+                    which is kazoo's own ``expire_session``; no daemon is changed for it
+``journal_corrupt`` a relocator killed, one byte flipped in one record of its newest
+                    journal segment (a record with others after it), restarted; the
+                    events of that record are "lost by injected journal corruption"
+``chunk_corrupt``   a stored chunk listed in metadata read, one byte flipped, PUT back
+                    under the same key through the devnode's HTTP API; its events are
+                    "lost by injected store corruption" and must read as a checksum error
+``store_stop``      the devnode stopped (SIGTERM), down ``hold_s``, restarted
+``store_link``      the veth link to the devnode's network namespace down ``hold_s``
+``disk_full``       the first relocator's tmpfs data directory filled, ``hold_s``, freed
+
+Each injection returns a :class:`Fault`: what was done, when, and ``recovered_s``, the
+seconds from the heal (restart issued, link up, disk freed) until the system works
+again by the kind's probe (``probe``): acknowledgements resume on the affected
+relocator's producer; pushes to the store resume; the companion answers ``/healthz``;
+ZooKeeper answers and every daemon's session znode exists again. None: not recovered
+within ``RECOVERY_TIMEOUT_S`` (a finding).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import random
+import threading
+import time
+import zlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from chaos_stack import ID_KEY, Daemon, Stack
+from kazoo.client import KazooClient
+
+from eventstore import sereal
+from eventstore.blob import unpack_blob
+from eventstore.names import parse_metadata
+from eventstore.riak import NotFound, RiakClient, RiakError
+from relocator.wire import LENGTH, parse_frame
+
+log = logging.getLogger("chaos.faults")
+
+__all__ = ["KINDS", "RECOVERY_TIMEOUT_S", "Fault", "Injector", "PlannedFault", "plan"]
+
+KINDS = (
+    "kill",
+    "kill_recovering",
+    "zk_restart",
+    "zk_expire",
+    "journal_corrupt",
+    "chunk_corrupt",
+    "store_stop",
+    "store_link",
+    "disk_full",
+)
+#: Targets of the kinds that pick a daemon (each is cycled through, so a few faults of a
+#: kind reach every target).
+TARGETS = {
+    "kill": ("relocator-1", "relocator-2", "companion", "devnode", "zookeeper"),
+    "kill_recovering": ("relocator-1", "relocator-2", "companion", "devnode", "zookeeper"),
+    "zk_expire": ("relocator-1", "relocator-2", "companion"),
+    "journal_corrupt": ("relocator-1", "relocator-2"),
+}
+#: Longest wait for a probe after a heal, seconds.
+RECOVERY_TIMEOUT_S = 60.0
+_JOURNAL_RECORD = 8  # u32 length + u32 crc32, then the block (relocator/journal.py)
+
+
+@dataclass(frozen=True)
+class PlannedFault:
+    """One fault of the plan: drawn from the seed before the run starts."""
+
+    index: int
+    kind: str
+    target: str
+    at_s: float
+    hold_s: float
+    delay_s: float
+    graceful: bool
+
+
+@dataclass
+class Fault:
+    """One injected fault and how the system came back from it."""
+
+    index: int
+    kind: str
+    target: str
+    started_s: float
+    hold_s: float
+    probe: str
+    recovered_s: float | None = None
+    note: str = ""
+    skipped: bool = False
+    exempt_ids: list[int] = field(default_factory=list)
+    corrupted_key: str | None = None
+    ended_s: float = 0.0
+
+    def as_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "index": self.index,
+            "kind": self.kind,
+            "target": self.target,
+            "at_s": round(self.started_s, 2),
+            "hold_s": round(self.hold_s, 2),
+            "probe": self.probe,
+            "recovered_s": None if self.recovered_s is None else round(self.recovered_s, 2),
+        }
+        if self.note:
+            out["note"] = self.note
+        if self.skipped:
+            out["skipped"] = True
+        if self.corrupted_key:
+            out["corrupted_key"] = self.corrupted_key
+        if self.exempt_ids:
+            out["events_in_corrupted_record_or_chunk"] = len(self.exempt_ids)
+        return out
+
+
+def plan(
+    seed: int,
+    faults: int,
+    duration_s: float,
+    *,
+    kinds: tuple[str, ...] = KINDS,
+    warmup_s: float = 5.0,
+) -> list[PlannedFault]:
+    """``faults`` faults drawn from ``seed``: every kind about equally often (a shuffled
+    deck of the kinds, dealt again when empty), at uniform random points of
+    ``[warmup_s, duration_s]`` (a fault starts after the previous one has ended), each
+    with its random hold, delay and graceful/kill choice."""
+    rng = random.Random(seed)
+    deck: list[str] = []
+    cursors = {k: rng.randrange(len(t)) for k, t in TARGETS.items()}
+    times = sorted(rng.uniform(warmup_s, max(warmup_s, duration_s)) for _ in range(faults))
+    out = []
+    for i, at in enumerate(times):
+        if not deck:
+            deck = list(kinds)
+            rng.shuffle(deck)
+        kind = deck.pop()
+        targets = TARGETS.get(kind, ("",))
+        target = targets[cursors.get(kind, 0) % len(targets)]
+        cursors[kind] = cursors.get(kind, 0) + 1
+        out.append(
+            PlannedFault(
+                index=i,
+                kind=kind,
+                target=target,
+                at_s=at,
+                hold_s=rng.uniform(
+                    *{
+                        "zk_restart": (1.0, 8.0),
+                        "store_stop": (0.5, 4.0),
+                        "store_link": (1.0, 6.0),
+                        "disk_full": (1.0, 5.0),
+                    }.get(kind, (0.0, 1.5))
+                ),
+                delay_s=rng.uniform(0.05, 1.5),
+                graceful=rng.random() < 0.5,
+            )
+        )
+    return out
+
+
+def java_random_bytes(seed: int, n: int) -> bytes:
+    """``new java.util.Random(seed).nextBytes(byte[n])`` (the documented LCG)."""
+    mask = (1 << 48) - 1
+    state = (seed ^ 0x5DEECE66D) & mask
+    out = bytearray()
+    while len(out) < n:
+        state = (state * 0x5DEECE66D + 0xB) & mask
+        value = state >> 16
+        for _ in range(min(4, n - len(out))):
+            out.append(value & 0xFF)
+            value >>= 8
+    return bytes(out)
+
+
+def session_password(session_id: int) -> bytes:
+    """The password ZooKeeper gave session ``session_id`` (ZooKeeperServer.generatePasswd)."""
+    return java_random_bytes(session_id ^ 0xB3415C00, 16)
+
+
+def journal_records(path: Path) -> list[tuple[int, int, list[int]]]:
+    """The intact records of a journal segment: (start, end, chaos ids of its events),
+    read with the record layout of relocator/DESIGN.md; stops at the first bad one."""
+    data = path.read_bytes()
+    records = []
+    pos = 0
+    while pos + _JOURNAL_RECORD <= len(data):
+        n, crc = LENGTH.unpack_from(data, pos)[0], LENGTH.unpack_from(data, pos + 4)[0]
+        block = data[pos + _JOURNAL_RECORD : pos + _JOURNAL_RECORD + n]
+        if len(block) != n or zlib.crc32(block) != crc:
+            break
+        ids, at = [], 0
+        while at + LENGTH.size <= len(block):
+            (size,) = LENGTH.unpack_from(block, at)
+            frame = block[at + LENGTH.size : at + LENGTH.size + size]
+            with contextlib.suppress(Exception):  # a frame intake refused has no id
+                ids.append(int(sereal.decode(parse_frame(frame).document)[ID_KEY]))
+            at += LENGTH.size + size
+        records.append((pos, pos + _JOURNAL_RECORD + n, ids))
+        pos += _JOURNAL_RECORD + n
+    return records
+
+
+class Injector:
+    """Injects planned faults into a running :class:`Stack`.
+
+    Args:
+        stack: the running stack.
+        seed: the run's seed (each fault's own choices use ``Random(seed, index)``).
+    """
+
+    def __init__(self, stack: Stack, seed: int) -> None:
+        self.stack = stack
+        self.seed = seed
+        self.kz = KazooClient(hosts=stack.zk.hosts, timeout=5.0)
+        self.kz.start(timeout=15)
+        self.riak = RiakClient([stack.devnode_url], timeout_s=5.0)
+        self._registered: list[str] = []
+
+    def close(self) -> None:
+        with contextlib.suppress(Exception):
+            self.kz.stop()
+            self.kz.close()
+        self.riak.close()
+
+    def inject(self, planned: PlannedFault) -> Fault:
+        """Inject one fault, heal it, and wait for recovery (at most RECOVERY_TIMEOUT_S)."""
+        rng = random.Random(f"{self.seed}-{planned.index}")
+        method: Callable[[PlannedFault, random.Random, Fault], None] = getattr(
+            self, f"_{planned.kind}"
+        )
+        fault = Fault(
+            planned.index,
+            planned.kind,
+            planned.target,
+            time.monotonic() - self.stack.t0,
+            planned.hold_s,
+            probe="",
+        )
+        # The sessions a ZooKeeper fault must see come back: those that existed before.
+        self._registered = [path for path, ok in self.sessions().items() if ok]
+        log.info(
+            "fault %d: %s %s (hold %.1fs)",
+            planned.index,
+            planned.kind,
+            planned.target,
+            planned.hold_s,
+        )
+        try:
+            method(planned, rng, fault)
+        except Exception as e:  # a fault that could not be injected is reported, not fatal
+            log.exception("fault %d (%s) failed", planned.index, planned.kind)
+            fault.note = f"{fault.note}; injection failed: {e!r}".lstrip("; ")
+        fault.ended_s = time.monotonic() - self.stack.t0
+        return fault
+
+    # -- the kinds -------------------------------------------------------------------------
+
+    def _daemon(self, name: str) -> Daemon:
+        for d in self.stack.daemons:
+            if d.name == name:
+                return d
+        raise ValueError(f"no daemon {name}")
+
+    def _kill(self, p: PlannedFault, rng: random.Random, fault: Fault) -> None:
+        daemon = self._daemon(p.target)
+        with daemon.held():
+            daemon.process.kill()
+            time.sleep(p.hold_s)
+            heal = self._restart(daemon, fault)
+        self._recover(daemon, heal, fault)
+
+    def _kill_recovering(self, p: PlannedFault, rng: random.Random, fault: Fault) -> None:
+        daemon = self._daemon(p.target)
+        with daemon.held():
+            daemon.process.kill()
+            time.sleep(min(p.hold_s, 0.5))
+            done = threading.Event()
+
+            def start() -> None:
+                with contextlib.suppress(RuntimeError):  # killed before it was healthy
+                    daemon.process.start()
+                done.set()
+
+            starter = threading.Thread(target=start, daemon=True)
+            starter.start()
+            time.sleep(p.delay_s)
+            recovering = not done.is_set()
+            daemon.process.kill()
+            starter.join(60)
+            daemon.process.kill()  # in case the start had not spawned it yet at the kill
+            fault.note = f"killed {p.delay_s:.2f}s after restart, " + (
+                "before it was healthy" if recovering else "after it was healthy"
+            )
+            heal = self._restart(daemon, fault)
+        self._recover(daemon, heal, fault)
+
+    def _zk_restart(self, p: PlannedFault, rng: random.Random, fault: Fault) -> None:
+        zk = self.stack.zookeeper
+        assert zk is not None
+        with zk.held():
+            if p.graceful:
+                zk.process.stop()
+            else:
+                zk.process.kill()
+            fault.note = "stopped (SIGTERM)" if p.graceful else "killed (SIGKILL)"
+            time.sleep(p.hold_s)
+            heal = self._restart(zk, fault)
+        self._recover(zk, heal, fault)
+
+    def _zk_expire(self, p: PlannedFault, rng: random.Random, fault: Fault) -> None:
+        daemon = self._daemon(p.target)
+        path = self.stack.ephemeral_of(daemon)
+        fault.probe = "session znode back under a new session"
+        stat = self.kz.exists(path)
+        if stat is None or not stat.ephemeralOwner:
+            fault.note = f"{path} does not exist: {p.target} has no session to expire"
+            fault.skipped = True
+            return
+        sid = stat.ephemeralOwner
+        other = KazooClient(
+            hosts=self.stack.zk.hosts, client_id=(sid, session_password(sid)), timeout=5.0
+        )
+        try:
+            other.start(timeout=10)
+        finally:
+            other.stop()
+            other.close()
+        fault.note = f"session 0x{sid:x} of {path} expired"
+        heal = time.monotonic()
+        fault.recovered_s = self._wait(heal, lambda: self._owner(path) not in (None, sid))
+
+    def _journal_corrupt(self, p: PlannedFault, rng: random.Random, fault: Fault) -> None:
+        daemon = self._daemon(p.target)
+        journal = self.stack.data_dir(daemon) / "journal"
+        with daemon.held():
+            daemon.process.kill()
+            segments = sorted(journal.glob("*.blk"), reverse=True)
+            chosen = None
+            for segment in segments:  # the newest with a record followed by others
+                records = journal_records(segment)
+                if len(records) >= 2:
+                    chosen = segment, records
+                    break
+            if chosen is None:
+                fault.note = f"no segment of {journal} had two records; nothing flipped"
+                fault.skipped = True
+            else:
+                segment, records = chosen
+                start, end, ids = records[rng.randrange(len(records) - 1)]
+                at = rng.randrange(start, end)
+                with segment.open("r+b") as f:
+                    f.seek(at)
+                    byte = f.read(1)[0]
+                    f.seek(at)
+                    f.write(bytes([byte ^ (1 << rng.randrange(8))]))
+                fault.exempt_ids = ids
+                fault.note = (
+                    f"{segment.name} offset {at} (record {start}-{end} of "
+                    f"{len(records)} records, {len(ids)} events)"
+                )
+            heal = self._restart(daemon, fault)
+        self._recover(daemon, heal, fault)
+
+    def _chunk_corrupt(self, p: PlannedFault, rng: random.Random, fault: Fault) -> None:
+        fault.probe = "none (the corruption stays)"
+        now = int(time.time())
+        for _ in range(20):  # a recent epoch whose metadata is committed
+            epoch, dc = now - rng.randint(3, 20), rng.choice(self.stack.options.dcs)
+            try:
+                refs = parse_metadata(self.riak.get("epochs", "epochs", f"{epoch}-{dc}").value)
+            except NotFound:
+                continue
+            key = f"{epoch}:{dc}:{rng.choice(refs).format()}"
+            obj = self.riak.get("events", "events", key)
+            ids = [int(e[ID_KEY]) for e in unpack_blob(obj.value, key=key)]
+            value = bytearray(obj.value)
+            at = rng.randrange(len(value))
+            value[at] ^= 1 << rng.randrange(8)
+            self.riak.put(
+                "events",
+                "events",
+                key,
+                bytes(value),
+                content_type=obj.content_type or "application/octet-stream",
+            )
+            fault.corrupted_key, fault.exempt_ids = key, ids
+            fault.note = f"byte {at} of {len(value)} flipped ({len(ids)} events)"
+            fault.recovered_s = 0.0
+            return
+        fault.note = "no committed epoch found in the last 20 s"
+        fault.skipped = True
+
+    def _store_stop(self, p: PlannedFault, rng: random.Random, fault: Fault) -> None:
+        devnode = self.stack.devnode
+        assert devnode is not None
+        with devnode.held():
+            devnode.process.stop()
+            time.sleep(p.hold_s)
+            heal = self._restart(devnode, fault)
+        self._recover(devnode, heal, fault)
+
+    def _store_link(self, p: PlannedFault, rng: random.Random, fault: Fault) -> None:
+        netns = self.stack.netns
+        if netns is None:
+            fault.note, fault.skipped = "no network namespace (--no-netns)", True
+            return
+        netns.link(False)
+        try:
+            time.sleep(p.hold_s)
+        finally:
+            netns.link(True)
+        heal = time.monotonic()
+        assert self.stack.devnode is not None
+        self._recover(self.stack.devnode, heal, fault)
+
+    def _disk_full(self, p: PlannedFault, rng: random.Random, fault: Fault) -> None:
+        tmpfs = self.stack.tmpfs
+        if tmpfs is None:
+            fault.note, fault.skipped = "no tmpfs data directory (--tmpfs-mb 0)", True
+            return
+        try:
+            filled = tmpfs.fill()
+            fault.note = f"{filled // 1024} KiB written to fill {tmpfs.path}"
+            time.sleep(p.hold_s)
+        finally:
+            tmpfs.free()
+        heal = time.monotonic()
+        self._recover(self._daemon("relocator-1"), heal, fault)
+
+    # -- heal and probes -----------------------------------------------------------------
+
+    def _restart(self, daemon: Daemon, fault: Fault) -> float:
+        """Start ``daemon`` again (blocking until healthy); the heal time. A failed start is
+        noted; the watcher retries once the fault's hold ends."""
+        heal = time.monotonic()
+        try:
+            daemon.start()
+        except RuntimeError as e:
+            fault.note = f"{fault.note}; restart failed: {str(e).splitlines()[0]}".lstrip("; ")
+        return heal
+
+    def _recover(self, daemon: Daemon, heal: float, fault: Fault) -> None:
+        """Wait for the probe of ``daemon``'s kind; sets ``fault.probe`` and ``recovered_s``."""
+        stack = self.stack
+        if daemon in stack.relocators:
+            producer = stack.producer_of(daemon)
+            base = producer.acked_count()
+            fault.probe = f"acks resume on {daemon.name}"
+            fault.recovered_s = self._wait(heal, lambda: producer.acked_count() > base)
+        elif daemon is stack.companion:
+            fault.probe = "companion /healthz 200"
+            proc = stack.companion_process()
+            fault.recovered_s = self._wait(heal, lambda: proc.request("GET", "/healthz")[0] == 200)
+        elif daemon is stack.devnode:
+            fault.probe = "pushes to the store resume"
+            base = stack.events_pushed()
+            fault.recovered_s = self._wait(
+                heal,
+                lambda: any(n > base.get(name, n) for name, n in stack.events_pushed().items()),
+            )
+        else:
+            fault.probe = "ZooKeeper answers, the session znodes that existed exist again"
+            paths = self._registered
+            fault.recovered_s = self._wait(
+                heal, lambda: stack.zk_ok() and all(self._owner(path) is not None for path in paths)
+            )
+
+    def sessions(self) -> dict[str, bool]:
+        """Whether each daemon's session znode exists now (relocators, companion)."""
+        stack = self.stack
+        daemons = [d for d in (*stack.relocators, stack.companion) if d]
+        return {
+            stack.ephemeral_of(d): self._owner(stack.ephemeral_of(d)) is not None for d in daemons
+        }
+
+    def _owner(self, path: str) -> int | None:
+        try:
+            stat = self.kz.exists(path)
+        except Exception:  # ZooKeeper down or our session reconnecting
+            return None
+        return stat.ephemeralOwner if stat else None
+
+    @staticmethod
+    def _wait(since: float, probe: Callable[[], bool]) -> float | None:
+        while time.monotonic() - since < RECOVERY_TIMEOUT_S:
+            with contextlib.suppress(OSError, RiakError):
+                if probe():
+                    return time.monotonic() - since
+            time.sleep(0.05)
+        return None
