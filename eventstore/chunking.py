@@ -352,7 +352,9 @@ def split_blob(
         # positions in the decompressed body; protocol 2+ offsets are 1-based from pos 0
         bounds: list[int] = array_layout(body, 0, len(body), -1)
     except ValueError as e:
-        raise NotAnArrayBlob(f"blob {key!r}: body is not an array: {e}") from e
+        # e names what: not an array, or a SerealError (e.g. DepthExceeded past the
+        # codec's MAX_DEPTH_CAP levels, with the offset), the cause kept.
+        raise NotAnArrayBlob(f"blob {key!r}: body does not split as an array: {e}") from e
     count = len(bounds) - 1
     if count == 0:
         return []

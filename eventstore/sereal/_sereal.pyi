@@ -3,6 +3,8 @@
 from collections.abc import Sequence
 from typing import Any
 
+MAX_DEPTH_CAP: int
+
 def decode_body(
     data: bytes, pos: int, end: int, base: int, binary: int, max_depth: int
 ) -> tuple[Any, int]: ...

@@ -21,10 +21,12 @@ from eventstore.sereal.errors import (
     TruncatedInput,
     UnsupportedVersion,
 )
+from eventstore.sereal.limits import MAX_DEPTH_CAP, check_max_depth
 
 __all__ = [
     "DEFAULT_MAX_DECOMPRESSED_SIZE",
     "DEFAULT_MAX_DEPTH",
+    "MAX_DEPTH_CAP",
     "BodyCodec",
     "Codec",
     "Header",
@@ -271,7 +273,7 @@ class Codec:
         """
         version, method, lvl = _document_options(compress, level, protocol)
         threshold = _check_int("compress_threshold", compress_threshold)
-        depth = _check_int("max_depth", max_depth)
+        depth = check_max_depth(max_depth)
         body = self._backend.encode_body(obj, bool(dedupe_strings), depth)
         suffix = b""
         if user_header is not None:
@@ -314,7 +316,7 @@ class Codec:
             ValueError: an invalid option. TypeError: ``data`` is not bytes-like.
         """
         mode = _binary_mode(binary)
-        depth = _check_int("max_depth", max_depth)
+        depth = check_max_depth(max_depth)
         max_size = _check_int("max_decompressed_size", max_decompressed_size)
         doc = _as_bytes(data)
         layout = _parse_header(doc)
@@ -403,14 +405,14 @@ class Codec:
         text, offsets = self.decode_json_packed(
             data, binary=binary, max_depth=max_depth, max_decompressed_size=max_decompressed_size
         )
-        return self._backend.json_to_variant_packed(text, offsets, max_depth)
+        return self._backend.json_to_variant_packed(text, offsets, check_max_depth(max_depth))
 
     @staticmethod
     def _json_args(
         data: bytes | bytearray | memoryview, binary: str, max_depth: int, max_size: int
     ) -> tuple[bytes, int, int, int, int, int]:
         mode = _binary_mode(binary)
-        depth = _check_int("max_depth", max_depth)
+        depth = check_max_depth(max_depth)
         limit = _check_int("max_decompressed_size", max_size)
         doc = _as_bytes(data)
         layout = _parse_header(doc)
@@ -440,7 +442,7 @@ class Codec:
             SerealDecodeError: a bad header or user header.
         """
         mode = _binary_mode(binary)
-        depth = _check_int("max_depth", max_depth)
+        depth = check_max_depth(max_depth)
         doc = _as_bytes(data)
         layout = _parse_header(doc)
         user_header = None

@@ -230,5 +230,9 @@ PyInit__sereal(void)
         PyErr_SetString(PyExc_ImportError, "eventstore.sereal.types is not what _sereal expects");
         return NULL;
     }
-    return PyModule_Create(&module_def);
+    PyObject *module = PyModule_Create(&module_def);
+    if (module != NULL &&
+        PyModule_AddIntConstant(module, "MAX_DEPTH_CAP", SRL_MAX_DEPTH_CAP) < 0)
+        Py_CLEAR(module);
+    return module;
 }

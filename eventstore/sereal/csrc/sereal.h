@@ -33,9 +33,14 @@ enum {
 
 enum { SRL_BINARY_UTF8 = 0, SRL_BINARY_LATIN1 = 1, SRL_BINARY_BYTES = 2 };
 
-/* Upper bound for max_depth, whatever the caller asks: each level costs a few C
- * stack frames and the codec must never overflow the C stack. */
-#define SRL_MAX_DEPTH_CAP 10000
+/* Upper bound for max_depth, whatever the caller asks, in every recursive walker
+ * (decoder, JSON transcoder, splitter / joiner, encoder, Variant parser): each level
+ * costs C stack, and the codec must never overflow it in any thread. The costliest
+ * walker measured (JSON transcoding of nested REFN HASH) takes 449 bytes a level, so
+ * 1000 levels need ~450 KiB: safe with a 2.2x margin in a thread with a 1 MiB stack
+ * (DESIGN.md, "Stack"; tests/fuzz/test_deep_nesting.py). eventstore.sereal.limits
+ * holds the same number for the pure codec. */
+#define SRL_MAX_DEPTH_CAP 1000
 
 typedef struct {
     /* eventstore.sereal.errors */

@@ -2,7 +2,8 @@
  * recursive walk over items that, by mode, validates like the decoder (tag starts,
  * tracked items, class names), marks which positions of the extracted range are
  * back-reference targets, or copies the range out with back-references rewritten.
- * Every read is bounded by `end`; nesting is capped at SRL_MAX_DEPTH_CAP. */
+ * Every read is bounded by `end`; nesting is capped at SRL_MAX_DEPTH_CAP (the
+ * splitter) or below (join_bodies' max_depth), which bounds the C stack. */
 #include "split.h"
 
 #include <string.h>
@@ -338,7 +339,11 @@ enter(Walk *w, Py_ssize_t tagpos)
 {
     if (++w->depth > w->max_depth) {
         w->depth--;
-        return srl_walk_fail(srl_state.DepthExceeded, tagpos, "nesting too deep");
+        if (srl_walk_quiet)
+            return -1;
+        srl_raise(srl_state.DepthExceeded, tagpos, "nesting deeper than %d levels",
+                  w->max_depth);
+        return -1;
     }
     return 0;
 }

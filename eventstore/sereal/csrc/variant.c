@@ -61,6 +61,15 @@ srl_vx_fail(Vx *v, Py_ssize_t pos, const char *what)
     return -1;
 }
 
+/* The nesting error, naming the limit ("nesting deeper than max_depth=N"). */
+static int
+srl_vx_fail_depth(Vx *v)
+{
+    PyErr_Format(PyExc_ValueError, "JSON text %zd: nesting deeper than max_depth=%d at byte %zd",
+                 v->row, v->max_depth, v->pos);
+    return -1;
+}
+
 int
 srl_vx_grow(void **items, Py_ssize_t *cap, Py_ssize_t need, size_t size)
 {
@@ -239,7 +248,7 @@ parse_value(Vx *v)
     }
     if (c == '{' || c == '[') {
         if (++v->depth > v->max_depth)
-            return srl_vx_fail(v, v->pos, "nesting deeper than max_depth");
+            return srl_vx_fail_depth(v);
         int rc = c == '{' ? parse_object(v) : parse_array(v);
         v->depth--;
         return rc;
@@ -323,6 +332,12 @@ srl_py_json_to_variant(PyObject *self, PyObject *args, PyObject *kwargs)
                          (long long)bounds[i], text.len);
             goto done;
         }
+    }
+    /* The parser recurses once per level: the codec-wide cap bounds its C stack. */
+    if (max_depth < 0 || max_depth > SRL_MAX_DEPTH_CAP) {
+        PyErr_Format(PyExc_ValueError, "max_depth must be in 0..%d, got %d", SRL_MAX_DEPTH_CAP,
+                     max_depth);
+        goto done;
     }
     v.max_depth = max_depth;
     voff_obj = PyBytes_FromStringAndSize(NULL, (n + 1) * (Py_ssize_t)sizeof(int32_t));

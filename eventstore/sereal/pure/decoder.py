@@ -26,6 +26,7 @@ from eventstore.sereal.errors import (
     TruncatedInput,
     UnknownTag,
 )
+from eventstore.sereal.limits import check_max_depth
 from eventstore.sereal.pure.numbers import (
     _double,
     _float,
@@ -81,6 +82,7 @@ def decode_body(  # noqa: PLR0917  (the body-codec contract, DESIGN.md)
         raise ValueError(f"binary mode must be 0, 1 or 2, not {binary!r}")
     if not 0 <= pos <= end <= len(data):
         raise ValueError(f"bad body bounds pos={pos} end={end} len={len(data)}")
+    check_max_depth(max_depth)
     dec = _Decoder(data, pos, end, base, binary, max_depth)
     if pos >= end:
         raise TruncatedInput("empty body", end)

@@ -14,6 +14,7 @@ from typing import Any
 
 from eventstore.sereal import tags
 from eventstore.sereal.errors import EncodeDepthExceeded, UnencodableValue
+from eventstore.sereal.limits import check_max_depth
 from eventstore.sereal.pure.recursion import room_for
 from eventstore.sereal.types import PerlObject, PerlRef, PerlRegexp
 
@@ -55,6 +56,7 @@ def encode_body(obj: object, dedupe_strings: bool, max_depth: int) -> bytes:
             dict key that is not ``str``/``bytes``.
         EncodeDepthExceeded: the value nests deeper than ``max_depth``.
     """
+    check_max_depth(max_depth)
     encoder = _Encoder(dedupe_strings, max_depth, _shared_objects(obj))
     with room_for(3 * max_depth):  # frames per level: item, container, key
         encoder.item(obj, 0)

@@ -18,6 +18,7 @@ from typing import Any
 
 from eventstore.sereal import tags
 from eventstore.sereal.errors import InvalidStructure, SizeLimitExceeded, TruncatedInput
+from eventstore.sereal.limits import check_max_depth
 from eventstore.sereal.pure.decoder import _HANDLERS, _Decoder
 from eventstore.sereal.pure.recursion import room_for
 from eventstore.sereal.types import PerlObject, PerlRef, PerlRegexp
@@ -81,6 +82,7 @@ def array_to_json_lines(  # noqa: PLR0917  (the body-codec contract)
         raise ValueError(f"binary mode must be 0, 1 or 2, not {binary!r}")
     if not 0 <= pos <= end <= len(data):
         raise ValueError(f"bad body bounds pos={pos} end={end} len={len(data)}")
+    check_max_depth(max_depth)
     dec = _PairsDecoder(data, pos, end, base, binary, max_depth)
     if pos >= end:
         raise TruncatedInput("empty body", end)

@@ -15,6 +15,9 @@ import struct
 from array import array
 from dataclasses import dataclass, field
 
+from eventstore.sereal.limits import check_max_depth
+from eventstore.sereal.pure.recursion import room_for
+
 __all__ = ["SIZE_LIMIT", "json_to_variant_packed"]
 
 SIZE_LIMIT = 128 * 2**20  # bytes: Spark's VariantUtil.SIZE_LIMIT
@@ -74,7 +77,7 @@ class _Text:
         if c in b"{[":
             self.depth += 1
             if self.depth > self.max_depth:
-                raise _Fail(self.pos, "nesting deeper than max_depth")
+                raise _Fail(self.pos, f"nesting deeper than max_depth={self.max_depth}")
             out = self.object() if c == 0x7B else self.array()
             self.depth -= 1
             return out
@@ -337,12 +340,14 @@ def json_to_variant_packed(
             raise ValueError(
                 f"offsets[{i}] = {b} is out of order or past the text's {len(text)} bytes"
             )
+    check_max_depth(max_depth)
     values, metas = bytearray(), bytearray()
     voff, moff = array("i", [0]), array("i", [0])
     for row in range(len(bounds) - 1):
         t = _Text(text[bounds[row] : bounds[row + 1]], max_depth)
         try:
-            value = t.value()
+            with room_for(3 * max_depth):  # frames per level: value, array/object, key
+                value = t.value()
             t.skip_ws()
             if t.pos != len(t.s):
                 raise _Fail(t.pos, "trailing characters")

@@ -30,6 +30,7 @@ from eventstore.sereal.errors import (
     UnencodableValue,
     UnknownTag,
 )
+from eventstore.sereal.limits import MAX_DEPTH_CAP
 from eventstore.sereal.types import PerlObject, PerlRef, PerlRegexp
 
 pytestmark = pytest.mark.unit
@@ -455,11 +456,11 @@ class TestFraming:
         for opener in ("41", "28", "30", "28 2b 01", "51 60"):
             body = bytes.fromhex(opener) * 200_000 + b"\x01"
             with pytest.raises(DepthExceeded):
-                core.decode_body(body, 0, len(body), -1, 0, 10_000)
+                core.decode_body(body, 0, len(body), -1, 0, MAX_DEPTH_CAP)
 
     def test_argument_checks(self, core: ModuleType) -> None:
         with pytest.raises(ValueError, match="max_depth"):
-            core.decode_body(b"\x01", 0, 1, -1, 0, 10_001)
+            core.decode_body(b"\x01", 0, 1, -1, 0, MAX_DEPTH_CAP + 1)
         with pytest.raises(ValueError, match="binary"):
             core.decode_body(b"\x01", 0, 1, -1, 3, 512)
         with pytest.raises(ValueError):
@@ -554,7 +555,7 @@ class TestEncode:
         for _ in range(20_000):
             deep = [deep]
         with pytest.raises(EncodeDepthExceeded):
-            core.encode_body(deep, True, 10_000)
+            core.encode_body(deep, True, MAX_DEPTH_CAP)
 
     def test_round_trip(self, core: ModuleType) -> None:
         value = {

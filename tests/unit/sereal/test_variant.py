@@ -310,7 +310,7 @@ def test_depth_limit() -> None:
     assert both([b"[[[1]]]"], max_depth=3)[0] != "error"
     assert both([b"[[[1]]]"], max_depth=2) == (
         "error",
-        "JSON text 0: nesting deeper than max_depth at byte 2",
+        "JSON text 0: nesting deeper than max_depth=2 at byte 2",
     )
 
 
