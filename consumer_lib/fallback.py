@@ -21,13 +21,18 @@ lock held by another thread at the instant of the fork stays held in the child (
 ``sys.stdout``'s buffer while another thread prints, or a C library's own lock the
 plugin then takes); a plugin that blocks on one blocks only its child, which the
 deadline kills: the run ends ``timeout``, never a hang. Each call must run its child
-from one thread (the sandbox's rule); any number of threads may each call.
+from one thread (the sandbox's rule); any number of threads may each call. The caller
+must leave SIGCHLD at its default disposition (``SIG_IGN`` makes the kernel reap the
+child before the sandbox can: every run is then an ``error`` naming ECHILD; pyspark's
+worker restores the default before a task runs) and not reap children it did not start
+(``waitpid(-1)``).
 
 Failure semantics: never raises for anything a plugin does; a run that fails is a
 :class:`FallbackRun` whose ``status`` is ``timeout``, ``killed`` or ``error`` and whose
 ``error`` says why (the sandbox's classification: ``timeout:``, ``memory:``,
 ``killed:``, ``exception:``, ``too_large:``, ``unencodable:``). A sandbox that cannot be
-started (no fork, no pipe: the OS refused) is an ``error`` run naming the OS error.
+started or reaped (no fork, no pipe, no child to wait for: the OS refused) is an
+``error`` run naming the OS error.
 """
 
 from __future__ import annotations
@@ -103,12 +108,9 @@ def run_fallback(
         outcomes = run_substreams(
             plugins, events, Context.of(key), cap=cap, max_parallel=1, isolation="chunk"
         )
-    except OSError as e:  # fork or pipe refused (EAGAIN, EMFILE, ENOMEM)
-        log.error("consumer: key=%s: the fallback sandbox could not start: %s", key, e)
-        return [
-            FallbackRun(p.name, "error", error=f"sandbox: could not start a child: {e}")
-            for p in plugins
-        ]
+    except OSError as e:  # fork or pipe refused (EAGAIN, EMFILE, ENOMEM); ECHILD
+        log.error("consumer: key=%s: the fallback sandbox failed: %s", key, e)
+        return [FallbackRun(p.name, "error", error=f"sandbox: {e}") for p in plugins]
     return [_run_of(p, o, key) for p, o in zip(plugins, outcomes, strict=True)]
 
 

@@ -48,7 +48,7 @@ from typing import Literal
 from prometheus_client import Counter
 
 from consumer_lib.errors import ConsumerError, InvalidArgument
-from consumer_lib.fallback import DEFAULT_CAP, run_fallback
+from consumer_lib.fallback import DEFAULT_CAP, FallbackRun, run_fallback
 from consumer_lib.fullstream import EpochMark, epoch_metadata, marks
 from consumer_lib.pipeline import prefetch
 from consumer_lib.plugins import PluginCatalog
@@ -57,7 +57,7 @@ from consumer_lib.store import Store
 from consumer_lib.types import ChunkFilter, SubstreamEpoch, SubstreamResult
 from eventstore.errors import InvalidName
 from eventstore.names import ChunkKey, ChunkRef, check_bucket_name
-from substreams.api import Substream
+from substreams.api import Event, Substream
 from substreams.results import ResultRecord
 from substreams.sandbox import Limits
 
@@ -191,7 +191,7 @@ class SubstreamReader:
         )
         chunk = self.store.chunk(key)
         size = read_bytes + chunk.size_bytes
-        (run,) = run_fallback([plugin], chunk.events, key, cap=self.cap)
+        run = self.run(plugin, chunk.events, key)
         FALLBACK_RUNS_TOTAL.labels(run.status).inc()
         if not run.ok:
             RESULTS_TOTAL.labels("gap").inc()
@@ -211,6 +211,12 @@ class SubstreamReader:
         return SubstreamResult(
             self.name, key, "fallback", reason, run.result, plugin.version, server_error, size, "ok"
         )
+
+    def run(self, plugin: Substream, events: list[Event], key: ChunkKey) -> FallbackRun:
+        """The plugin's run on one chunk: in the sandbox, with the plugin's limits
+        lowered to ``cap`` (the benchmark's unbounded baseline overrides this)."""
+        (run,) = run_fallback([plugin], events, key, cap=self.cap)
+        return run
 
 
 def _disabled(record: ResultRecord) -> bool:
