@@ -15,7 +15,9 @@ bucket = the substream, key = the chunk key), same put options. Per Spark task::
               GET the chunk, verify, decode; run the plugin sandboxed; PUT the result
 
 A "shed" result of the same version is replaced: shedding means the plugin never ran.
-Results of another version, unreadable ones and missing ones are replaced or written.
+Unreadable and missing results are written. A result of another version is kept and
+counted ``other_version`` unless ``replace_version`` (``--replace-version``): the rule
+is :func:`substreams.overwrite.decide`.
 
 Failure semantics: each result is committed by its PUT; a task that dies leaves the
 results it stored, and a re-run keeps them (same version) and does the rest. A chunk
@@ -42,7 +44,8 @@ from eventstore.names import DEFAULT_NAMESPACES, ChunkKey, MetadataKey, parse_me
 from eventstore.riak import NotFound, RiakClient, RiakError
 from substreams.api import Context, Substream
 from substreams.harness import DEFAULT_CAP
-from substreams.results import read_result
+from substreams.overwrite import decide
+from substreams.results import ResultRecord, read_result
 from substreams.sandbox import run_substreams, stored_value
 
 __all__ = ["BackfillPlan", "Pacer", "backfill"]
@@ -63,6 +66,7 @@ class BackfillPlan:
     entry_points: bool
     chunks_per_s: float  # this task's share; 0: unlimited
     timeout_s: float = 30.0
+    replace_version: bool = False
 
 
 class Pacer:
@@ -106,18 +110,17 @@ def _load(plan: BackfillPlan) -> tuple[Substream, PluginCatalog]:
     return plugin, catalog
 
 
-def _keep_stored(riak: RiakClient, plugin: Substream, key: ChunkKey) -> bool:
-    """Whether a result of this version (not shed) is already stored for ``key``."""
+def _stored(riak: RiakClient, plugin: Substream, key: ChunkKey) -> ResultRecord | None:
+    """The result stored for ``key``, or None when missing or unreadable."""
     location = DEFAULT_NAMESPACES.substream_location(plugin.name, key)
     try:
         value = riak.get(*location).value
     except NotFound:
-        return False
+        return None
     try:
-        record = read_result(value, key=key.format())
+        return read_result(value, key=key.format())
     except (EventStoreError, ValueError):
-        return False
-    return record.version == plugin.version and record.status != "shed"
+        return None
 
 
 def run_slices(plan: BackfillPlan, slices: Iterable[tuple[int, int]]) -> Iterator[dict[str, int]]:
@@ -146,16 +149,20 @@ def run_slices(plan: BackfillPlan, slices: Iterable[tuple[int, int]]) -> Iterato
                     for ref in parse_metadata(obj.value, key=meta.format()):
                         if plugin.matches(ref.type, ref.subtype):
                             key = meta.chunk_key(ref)
-                            counts[_one(riak, plugin, key, pacer)] += 1
+                            counts[_one(riak, plugin, key, pacer, plan.replace_version)] += 1
     finally:
         catalog.close()
     yield dict(counts)
 
 
-def _one(riak: RiakClient, plugin: Substream, key: ChunkKey, pacer: Pacer) -> str:
-    """Backfill one chunk; returns what happened: kept, stored, failed, unreadable."""
-    if _keep_stored(riak, plugin, key):
-        return "kept"
+def _one(
+    riak: RiakClient, plugin: Substream, key: ChunkKey, pacer: Pacer, replace_version: bool
+) -> str:
+    """Backfill one chunk; returns what happened: kept, other_version, stored, failed,
+    unreadable."""
+    decision = decide(_stored(riak, plugin, key), plugin.version, replace_version=replace_version)
+    if decision != "write":
+        return "kept" if decision == "keep" else "other_version"
     pacer.wait()
     try:
         blob = riak.get(*DEFAULT_NAMESPACES.chunk_location(key)).value
@@ -183,6 +190,7 @@ def backfill(
     entry_points: bool = True,
     max_chunks_per_s: float = 50.0,
     parallelism: int | None = None,
+    replace_version: bool = False,
 ) -> dict[str, int]:
     """Run ``substream`` over ``[start, end)`` of ``dcs`` (see the module docstring).
 
@@ -196,10 +204,13 @@ def backfill(
         plugin_dirs, entry_points: where the plugin is found (as the companion).
         max_chunks_per_s: chunks run per second for the whole job (0: unlimited).
         parallelism: Spark tasks (default: the session's default parallelism).
+        replace_version: overwrite stored results of another plugin version (else
+            they are kept and counted ``other_version``).
 
     Returns:
         Counts: ``chunks``, ``stored``, ``failed`` (stored as a marked failure),
-        ``kept`` (a result of this version was there), ``unreadable``.
+        ``kept`` (a result of this version was there), ``other_version`` (a result
+        of another version was there and was kept), ``unreadable``.
 
     Raises:
         ValueError: a bad range or rate.
@@ -225,6 +236,7 @@ def backfill(
         tuple(str(d) for d in plugin_dirs),
         entry_points,
         max_chunks_per_s / tasks,
+        replace_version=replace_version,
     )
     totals: Counter[str] = Counter()
     if slices:
@@ -232,5 +244,6 @@ def backfill(
         for counts in rdd.mapPartitions(lambda it: run_slices(plan, it)).collect():
             totals.update(counts)
     result = {k: totals.get(k, 0) for k in ("stored", "failed", "kept", "unreadable")}
-    result["chunks"] = sum(result.values())
+    result["chunks"] = sum(result.values()) + totals.get("other_version", 0)
+    result["other_version"] = totals.get("other_version", 0)
     return result

@@ -198,6 +198,8 @@ def export(  # noqa: PLR0917 (click passes options as arguments)
 @click.option("--plugin-dir", "plugin_dirs", multiple=True, help="Plugin directory (repeat).")
 @click.option("--entry-points/--no-entry-points", default=True, show_default=True)
 @click.option("--parallelism", default=None, type=click.IntRange(1), help="Spark tasks.")
+@click.option("--replace-version", is_flag=True,
+              help="Overwrite stored results of another version of the plugin.")  # fmt: skip
 def backfill(  # noqa: PLR0917 (click passes options as arguments)
     nodes: tuple[str, ...],
     master: str | None,
@@ -209,9 +211,11 @@ def backfill(  # noqa: PLR0917 (click passes options as arguments)
     plugin_dirs: tuple[str, ...],
     entry_points: bool,
     parallelism: int | None,
+    replace_version: bool,
 ) -> None:
     """Run one substream over [start, end) and store its results as the companion does
-    (a stored result of the same version is kept)."""
+    (a stored result of the same version is kept; one of another version is kept too,
+    and the job fails saying so, unless --replace-version)."""
     from consumer_lib.errors import ConsumerError  # noqa: PLC0415
     from consumer_lib.spark.backfill import backfill as run  # noqa: PLC0415
 
@@ -231,9 +235,15 @@ def backfill(  # noqa: PLR0917 (click passes options as arguments)
                 entry_points=entry_points,
                 max_chunks_per_s=max_chunks_per_s,
                 parallelism=parallelism,
+                replace_version=replace_version,
             )
     summary = ", ".join(f"{k} {v}" for k, v in counts.items())
     _err(f"backfill {substream} [{first}, {stop}): {summary} in {time.monotonic() - began:.1f}s")
+    if counts.get("other_version"):
+        raise click.ClickException(
+            f"{counts['other_version']} stored results of {substream} are of another "
+            "version and were not overwritten: pass --replace-version to replace them"
+        )
 
 
 if __name__ == "__main__":  # spark-submit .../consumer_lib/spark/cli.py export ...

@@ -177,9 +177,17 @@ def test_backfill_stores_results_consumer_lib_reads_as_served(
     args = ["backfill", "--node", url, "--dc", dc, "--substream", name, "--start",
             str(start), "--end", str(start + 3), "--plugin-dir", str(plugins),
             "--no-entry-points", "--max-chunks-per-s", "0"]  # fmt: skip
-    result = run_cli(args)
+    # A result of another version is not overwritten unless asked: the job says so.
+    refused = run_cli(args)
+    assert refused.exit_code != 0
+    assert "other_version 1" in refused.output and "--replace-version" in refused.output
+    with RiakClient([url]) as riak:
+        kept = read_result(riak.get("substreams", name, web[2].format()).value)
+    assert (kept.version, kept.result) == ("f" * 16, {"n": -2})
+    # (the first run stored the missing ones already)
+    result = run_cli([*args, "--replace-version"])
     assert result.exit_code == 0, result.output
-    assert f"stored {len(web) - 1}, failed 0, kept 1, unreadable 0, chunks {len(web)}" in (
+    assert f"stored 1, failed 0, kept {len(web) - 1}, unreadable 0, chunks {len(web)}" in (
         result.output
     )
 
