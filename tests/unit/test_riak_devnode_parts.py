@@ -1,4 +1,5 @@
-"""Pure parts of the devnode: settings, records, bucket props and quorum arithmetic."""
+"""Pure parts of the devnode: settings, records, bucket props, quorum arithmetic, JSON
+nesting and metric labels."""
 
 from __future__ import annotations
 
@@ -7,8 +8,10 @@ from pathlib import Path
 import pytest
 
 from eventstore.devnode import defaults, records
+from eventstore.devnode.bodies import parse_json
 from eventstore.devnode.buckets import BucketRegistry, resolve_quorum, validate_props
 from eventstore.devnode.errors import BadRequest, InvalidProps, UnknownBucketType
+from eventstore.devnode.metrics import path_kind
 from eventstore.devnode.records import StoredObject
 from eventstore.devnode.settings import load
 from eventstore.settings import SettingsError
@@ -153,3 +156,35 @@ def test_props_validation_and_merging() -> None:
 )
 def test_resolve_quorum(value: int | str, n_val: int, bucket: int | str, expected: int) -> None:
     assert resolve_quorum(value, n_val, bucket) == expected
+
+
+@pytest.mark.parametrize(
+    ("path", "kind"),
+    [
+        ("/types/events/buckets/events/keys/1413813813:1:t:s:0", "object"),
+        ("/types/events/buckets/b/keys/with/slash", "object"),
+        ("/buckets/b/keys/k", "object"),
+        ("/types/events/buckets/b/props", "bucket_props"),
+        ("/buckets/b/props", "bucket_props"),
+        ("/types/events/props", "type_props"),
+        ("/ping", "ping"),
+        ("/metrics", "metrics"),
+        ("/types/events/buckets/b/keys", "other"),
+        ("/buckets/b/props/extra", "other"),
+        ("/anything/at/all", "other"),
+    ],
+)
+def test_path_kind_is_a_bounded_label(path: str, kind: str) -> None:
+    assert path_kind(path) == kind
+
+
+def test_parse_json_counts_nesting_without_recursing() -> None:
+    assert parse_json(b'{"props":{"a":[{"b":1}]}}', max_depth=4, what="x") == {
+        "props": {"a": [{"b": 1}]}
+    }
+    assert parse_json(b"not json", max_depth=4, what="x") is None
+    assert parse_json(b"7", max_depth=0, what="x") == 7
+    with pytest.raises(BadRequest, match="x JSON nests deeper than 4 levels"):
+        parse_json(b'{"props":{"a":[{"b":[]}]}}', max_depth=4, what="x")
+    with pytest.raises(BadRequest, match="deeper than 4 levels"):
+        parse_json(b"[" * 200_000 + b"]" * 200_000, max_depth=4, what="x")
