@@ -255,9 +255,16 @@ class EventsClient:
             name: the substream.
             dc, start, end, types, subtypes: as :meth:`epochs` (the plugin's own declared
                 types/subtypes apply too).
-            fallback: ``auto`` (compute missing or failed results here), ``off`` (yield
-                gaps instead), ``always`` (never read server results).
+            fallback: ``auto`` (compute missing or failed results here, in the
+                companion's sandbox with the plugin's limits), ``off`` (yield gaps
+                instead), ``always`` (never read server results).
             accept_other_versions: take server results of another plugin version.
+
+        Yields:
+            :class:`SubstreamResult` per chunk; a fallback that failed here (an
+            exception, its deadline, its memory limit) is a gap whose
+            ``fallback_status`` and ``error`` say why; a plugin the server disabled is
+            a gap with reason ``disabled``.
 
         Raises:
             PluginNotFound: fallback is on and no plugin source declares ``name``.
