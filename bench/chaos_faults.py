@@ -225,11 +225,15 @@ class Injector:
     Args:
         stack: the running stack.
         seed: the run's seed (each fault's own choices use ``Random(seed, index)``).
+        recovery_timeout_s: the longest wait for a probe after a heal, seconds.
     """
 
-    def __init__(self, stack: Stack, seed: int) -> None:
+    def __init__(
+        self, stack: Stack, seed: int, *, recovery_timeout_s: float = RECOVERY_TIMEOUT_S
+    ) -> None:
         self.stack = stack
         self.seed = seed
+        self.recovery_timeout_s = recovery_timeout_s
         self.kz = KazooClient(hosts=stack.zk.hosts, timeout=5.0)
         self.kz.start(timeout=15)
         self.riak = RiakClient([stack.devnode_url], timeout_s=5.0)
@@ -499,9 +503,8 @@ class Injector:
             return None
         return stat.ephemeralOwner if stat else None
 
-    @staticmethod
-    def _wait(since: float, probe: Callable[[], bool]) -> float | None:
-        while time.monotonic() - since < RECOVERY_TIMEOUT_S:
+    def _wait(self, since: float, probe: Callable[[], bool]) -> float | None:
+        while time.monotonic() - since < self.recovery_timeout_s:
             with contextlib.suppress(OSError, RiakError):
                 if probe():
                     return time.monotonic() - since
