@@ -16,8 +16,9 @@ SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 # ZooKeeper (and a Java runtime for it): relocator ownership, the substream registry.
 # Chromium: the companion status page is checked in a real headless browser.
 # systemd: systemd-analyze checks the units in deploy/systemd.
+# iproute2: the chaos campaign (bench/chaos.py) cuts the devnode's link with ip netns.
 APT_PACKAGES := libsereal-encoder-perl libsereal-decoder-perl libjson-pp-perl erlang-nox \
-	zookeeper default-jre-headless chromium systemd
+	zookeeper default-jre-headless chromium systemd iproute2
 
 .PHONY: run test lint unit bench system-deps venv testdata clean
 
