@@ -315,6 +315,18 @@ class AckedSender:
             sock.close()
 
 
+def drop_spool_file(spool: Path, epoch: int, dc: str, ids: range, *, tag: str = "") -> Path:
+    """Drop a spool file of events ``{"id": i, ...}`` for ``ids`` as an aggregator does
+    (written aside, then renamed into place); returns its path."""
+    data = sereal.encode([{"id": i, "url": "/search", "pad": "p" * (i % 500)} for i in ids])
+    name = f"{epoch}-{dc}-web-www-{tag or 'f'}{ids.start}x{len(ids)}.srl"
+    tmp = spool / f".{name}.tmp"
+    tmp.write_bytes(data)
+    path = spool / name
+    tmp.replace(path)
+    return path
+
+
 def stored_events(client: RiakClient, dc: str, epochs: range) -> tuple[list[Any], list[str]]:
     """Every event Riak holds for ``dc`` in ``epochs`` (reading metadata, then chunks),
     and the chunk keys listed in metadata that could not be read."""

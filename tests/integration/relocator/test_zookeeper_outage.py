@@ -1,0 +1,261 @@
+"""ZooKeeper outages are survived by the relocator (issue 12.3; relocator/DESIGN.md,
+failure scenarios 15 and 16), against a real ZooKeeper and devnode.
+
+- ZooKeeper stopped for longer than the session timeout under a relocator process with
+  events flowing: the process stays up, keeps acknowledging, owns no unit and takes no
+  spool file while ZooKeeper is away, answers ``/readyz`` 503; when ZooKeeper is back it
+  owns its units again and everything acknowledged is stored, once.
+- ZooKeeper down when the relocator starts: it starts anyway (intake, journal, acks),
+  pushes nothing until ZooKeeper answers and its writer id is registered, then catches
+  up.
+- The relocator's session expired under it (a second client attached to the same
+  session id and password closes it): it registers its writer id again in a new
+  session, claims its units again and keeps going, losing nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kazoo.client import KazooClient
+
+from eventstore.devnode.testing import DevnodeProcess, free_port
+from eventstore.riak import RiakClient
+from relocator.daemon import Relocator
+from relocator.settings import load
+from relocator.testing import (
+    AckedSender,
+    RelocatorProcess,
+    ZooKeeperProcess,
+    drop_spool_file,
+    stored_events,
+    write_config,
+)
+
+pytestmark = pytest.mark.integration
+
+UNITS = 16
+WRITER = 5
+
+
+def _until(check: Callable[[], bool], what: str, timeout_s: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not check():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.05)
+
+
+def _drained(status: dict[str, Any], spool: Path) -> bool:
+    return (
+        status["open_events"] == 0
+        and status["batches"] == 0
+        and not any(status["backlog"].values())
+        and not any(p.suffix == ".srl" for p in spool.iterdir())
+    )
+
+
+def _check_stored(riak: RiakClient, dc: str, epochs: range, want: set[int]) -> None:
+    events, unreadable = stored_events(riak, dc, epochs)
+    assert not unreadable
+    ids = [e["id"] for e in events]
+    assert set(ids) == want, f"lost {len(want - set(ids))}, unexpected {len(set(ids) - want)}"
+    assert len(ids) == len(set(ids)), f"{len(ids) - len(set(ids))} events stored twice"
+
+
+def _writer_session(hosts: str, root: str) -> int:
+    zk = KazooClient(hosts=hosts)
+    zk.start(timeout=10)
+    try:
+        _, stat = zk.get(f"{root}/writers/{WRITER}")
+        return int(stat.ephemeralOwner)
+    finally:
+        zk.stop()
+        zk.close()
+
+
+def test_zookeeper_stopped_under_a_running_relocator(
+    *,
+    tmp_path: Path,
+    session_devnode: DevnodeProcess,
+    riak: RiakClient,
+    dc: str,
+    relocators: list[RelocatorProcess],
+) -> None:
+    zk = ZooKeeperProcess(tmp_path / "zk").start()  # our own: this test stops it
+    try:
+        spool = tmp_path / "spool"
+        spool.mkdir()
+        tcp, mport = free_port(), free_port()
+        cfg = write_config(
+            tmp_path / "r.toml",
+            data_dir=tmp_path / "data",
+            clusters={"a": session_devnode.url},
+            tcp_port=tcp,
+            metrics_port=mport,
+            spool_dir=spool,
+            writer_id=WRITER,
+            zookeeper=(zk.hosts, "/outage"),
+            # many units: rebalance is in ZooKeeper calls most of each tick, so the
+            # outage starts in the middle of one
+            extra=f"spool_units = {UNITS}",
+        )
+        proc = RelocatorProcess(cfg, metrics_port=mport, log_path=tmp_path / "r.log").start()
+        relocators.append(proc)
+        _until(lambda: len(proc.status()["owned_units"]) == UNITS, "all units owned")
+        first_epoch = int(time.time())
+        sender = AckedSender(tcp, dc, first_id=0).start()
+        _until(lambda: len(sender.acked) > 500, "acks before the outage")
+
+        zk.stop()
+        stopped_at = time.monotonic()
+        _until(lambda: proc.status()["owned_units"] == [], "ownership paused")
+        code, body = proc.http("/readyz")
+        assert code == 503
+        assert any("ZooKeeper" in r for r in json.loads(body)["reasons"]), body
+        acked_in_outage = len(sender.acked)
+        during = drop_spool_file(spool, first_epoch, dc, range(1_000_000, 1_000_400))
+        # longer than the session timeout (2 s): the session may expire meanwhile
+        time.sleep(max(0.0, stopped_at + 5.0 - time.monotonic()))
+        assert proc.running
+        assert proc.http("/healthz") == (200, b"ok\n")
+        assert len(sender.acked) > acked_in_outage + 100, "stopped acknowledging"
+        assert during.exists(), "a spool file was taken while no unit was owned"
+        assert proc.status()["owned_units"] == []
+
+        zk.start()
+        _until(lambda: len(proc.status()["owned_units"]) == UNITS, "units owned again")
+        _until(lambda: proc.http("/readyz")[0] == 200, "ready again")
+        after = drop_spool_file(spool, first_epoch, dc, range(2_000_000, 2_000_400))
+        time.sleep(0.5)
+        sender.stop()
+        _until(lambda: _drained(proc.status(), spool), "everything pushed")
+        assert not after.exists() and not during.exists()
+        want = set(sender.acked) | set(range(1_000_000, 1_000_400))
+        want |= set(range(2_000_000, 2_000_400))
+        _check_stored(riak, dc, range(first_epoch - 1, int(time.time()) + 2), want)
+        assert proc.running
+        assert "Traceback" not in proc.log_text()
+    finally:
+        zk.stop()
+
+
+def test_zookeeper_down_when_the_relocator_starts(
+    *,
+    tmp_path: Path,
+    session_devnode: DevnodeProcess,
+    riak: RiakClient,
+    dc: str,
+    relocators: list[RelocatorProcess],
+) -> None:
+    zk = ZooKeeperProcess(tmp_path / "zk")  # its port chosen, not started yet
+    try:
+        tcp, mport = free_port(), free_port()
+        cfg = write_config(
+            tmp_path / "r.toml",
+            data_dir=tmp_path / "data",
+            clusters={"a": session_devnode.url},
+            tcp_port=tcp,
+            metrics_port=mport,
+            writer_id=WRITER,
+            zookeeper=(zk.hosts, "/late"),
+        )
+        proc = RelocatorProcess(cfg, metrics_port=mport, log_path=tmp_path / "r.log").start()
+        relocators.append(proc)
+        code, body = proc.http("/readyz")
+        assert code == 503
+        assert json.loads(body)["zookeeper"]["registered"] is False
+        first_epoch = int(time.time())
+        sender = AckedSender(tcp, dc, first_id=0).start()
+        _until(lambda: len(sender.acked) > 300, "acks without ZooKeeper")
+        assert proc.status()["events_pushed"] == {"a": 0}  # pushing waits for the writer id
+
+        zk.start()
+        _until(lambda: proc.http("/readyz")[0] == 200, "registered once ZooKeeper answers")
+        assert _writer_session(zk.hosts, "/late") != 0
+        sender.stop()
+        _until(lambda: _drained(proc.status(), tmp_path), "everything pushed")
+        _check_stored(riak, dc, range(first_epoch - 1, int(time.time()) + 2), set(sender.acked))
+    finally:
+        zk.stop()
+
+
+def _expire(hosts: str, client_id: tuple[int, bytes]) -> None:
+    """Close a session from a second client attached to it (kazoo's old harness way)."""
+    other = KazooClient(hosts=hosts, client_id=client_id)
+    other.start(timeout=10)
+    other.stop()
+    other.close()
+
+
+def test_a_session_expired_under_the_relocator(
+    *,
+    tmp_path: Path,
+    session_devnode: DevnodeProcess,
+    riak: RiakClient,
+    dc: str,
+    zookeeper_server: ZooKeeperProcess,
+    zookeeper: str,
+) -> None:
+    spool = tmp_path / "spool"
+    spool.mkdir()
+    tcp = free_port()
+    cfg = write_config(
+        tmp_path / "r.toml",
+        data_dir=tmp_path / "data",
+        clusters={"a": session_devnode.url},
+        tcp_port=tcp,
+        metrics_port=free_port(),
+        spool_dir=spool,
+        writer_id=WRITER,
+        zookeeper=(zookeeper_server.hosts, zookeeper),
+        extra="spool_units = 4",
+    )
+    daemon = Relocator(load(cfg))  # in this process: the test needs its session password
+    daemon.start()
+    runner = threading.Thread(target=daemon.run, name="relocator-run")
+    runner.start()
+    sender = None
+    try:
+        zk = daemon.zk
+        assert zk is not None
+        _until(lambda: len(zk.owned()) == 4, "all units owned")
+        first_epoch = int(time.time())
+        sender = AckedSender(tcp, dc, first_id=0).start()
+        _until(lambda: len(sender.acked) > 300, "acks before the expiry")
+        old = zk.client_id
+        assert old is not None
+        assert _writer_session(zookeeper_server.hosts, zookeeper) == old[0]
+
+        deadline = time.monotonic() + 30
+        while (now := zk.client_id) is None or now[0] == old[0]:
+            assert time.monotonic() < deadline, "the session never expired"
+            if now is not None:
+                _expire(zookeeper_server.hosts, old)
+            time.sleep(0.2)
+        # a new session: the writer id registered again in it, the units claimed again
+        _until(lambda: zk.active() and len(zk.owned()) == 4, "registered and owning again")
+        new = zk.client_id
+        assert new is not None and new[0] != old[0]
+        assert _writer_session(zookeeper_server.hosts, zookeeper) == new[0]
+        assert runner.is_alive()
+
+        acked_at_expiry = len(sender.acked)
+        drop_spool_file(spool, first_epoch, dc, range(1_000_000, 1_000_400))
+        _until(lambda: len(sender.acked) > acked_at_expiry + 300, "acks after the expiry")
+        sender.stop()
+        _until(lambda: _drained(daemon.status(), spool), "everything pushed")
+        want = set(sender.acked) | set(range(1_000_000, 1_000_400))
+        _check_stored(riak, dc, range(first_epoch - 1, int(time.time()) + 2), want)
+        assert runner.is_alive()
+    finally:
+        if sender is not None:
+            sender.stop()
+        daemon.request_stop()
+        runner.join(60)
+    assert not runner.is_alive()
