@@ -33,7 +33,7 @@ numbering to ``progress/<unit>/<file>`` (create: the first commit wins, a later 
 reuses it); a new owner reuses it, so a takeover writes the same keys and bytes
 (idempotent) instead of a second copy; the entry is deleted after the file.
 
-Failure semantics (relocator/DESIGN.md, scenarios 15-17):
+Failure semantics (relocator/DESIGN.md, failure scenarios 17-19):
 
 - **SUSPENDED** (connection lost, the session may still live): owning nothing, not
   registered for pushing (:meth:`active` is false) until CONNECTED again; then the owner

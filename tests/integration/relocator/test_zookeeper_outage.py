@@ -1,5 +1,5 @@
 """ZooKeeper outages are survived by the relocator (issue 12.3; relocator/DESIGN.md,
-failure scenarios 15 and 16), against a real ZooKeeper and devnode.
+failure scenarios 17 and 18), against a real ZooKeeper and devnode.
 
 - ZooKeeper stopped for longer than the session timeout under a relocator process with
   events flowing: the process stays up, keeps acknowledging, owns no unit and takes no
