@@ -91,7 +91,8 @@ _R = "RIAK_EVENTS_RELOCATOR_"
     "--zookeeper",
     envvar=_R + "ZOOKEEPER",
     show_envvar=True,
-    help="ZooKeeper hosts 'h:p[,h:p]' to share spool work with other relocators.",
+    help="ZooKeeper hosts 'h:p[,h:p]' to share spool work with other relocators "
+    "(needs riak-events[zookeeper]).",
 )
 @click.option(
     "--fsync/--no-fsync",

@@ -10,7 +10,7 @@ from __future__ import annotations
 UDP_LISTEN = "127.0.0.1:5140"
 #: Where producers send events over TCP and get acknowledgements. Empty: no listener.
 TCP_LISTEN = "127.0.0.1:5141"
-#: Prometheus ``/metrics``, ``/status`` and ``/healthz``. Empty: no HTTP server.
+#: Prometheus ``/metrics``, ``/status``, ``/healthz`` and ``/readyz``. Empty: no HTTP server.
 METRICS_LISTEN = "127.0.0.1:9141"
 #: Everything the relocator keeps on disk: the journal and the state store.
 DATA_DIR = "var/relocator"
