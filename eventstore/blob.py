@@ -13,6 +13,14 @@ is xxh3_64 (D = 8, postfix 16 bytes). Readers find the postfix from the end: the
 says "there is a postfix", the length byte says where it starts, the algorithm id says
 how to check it. A blob whose end is cut off has lost its magic, so a missing postfix is
 an error by default. Pure logic, no I/O.
+
+**Bounded decoding.** A small stored blob can claim a body of gigabytes (a zstd frame
+of zeros is ~30 KB per GiB). :class:`DecodeLimits` caps what a blob may decode to,
+relative to its stored size and absolutely; :func:`unpack_blob` given limits reads the
+body's claimed size from the header (no decompression) and raises
+:class:`~eventstore.errors.BlobTooLarge` over the cap, then decompresses with the cap
+as the decompressor's limit. Design and figures: ``eventstore/DESIGN.md``, "Bounded
+decoding".
 """
 
 from __future__ import annotations
@@ -26,16 +34,22 @@ import xxhash
 from eventstore import sereal
 from eventstore.errors import (
     BlobDecodeError,
+    BlobTooLarge,
     ChecksumMismatch,
     ChecksumMissing,
     UnsupportedChecksum,
 )
+from eventstore.sereal import document as sereal_document
 from eventstore.sereal.errors import SerealError
 
 __all__ = [
     "ALG_XXH3_64",
+    "DECODED_FLOOR_BYTES",
     "DEFAULT_ALGORITHM",
     "MAGIC",
+    "MAX_DECODED_BYTES",
+    "MAX_DECODED_RATIO",
+    "DecodeLimits",
     "add_postfix",
     "has_postfix",
     "pack_blob",
@@ -54,6 +68,67 @@ ALG_XXH3_64 = 1
 DEFAULT_ALGORITHM = ALG_XXH3_64
 
 Buffer = bytes | bytearray | memoryview
+
+#: Default absolute cap on a blob's decompressed body, bytes.
+MAX_DECODED_BYTES = 64 * 2**20
+#: Default cap relative to the stored size: decompressed body / stored bytes. Realistic
+#: chunks of varied events come out at 2.4-2.8 (zstd, dedupe).
+MAX_DECODED_RATIO = 64.0
+#: Every blob may decode to this much whatever its ratio (unless the absolute cap is
+#: lower): chunks of near-identical events legitimately reach ratios in the thousands,
+#: and our own writers keep a chunk's body under half of this
+#: (``eventstore.chunking.CHUNK_MAX_BODY_BYTES``), so nothing we write is refused.
+DECODED_FLOOR_BYTES = 16 * 2**20
+
+
+@dataclass(frozen=True)
+class DecodeLimits:
+    """How much a stored blob may decode to: ``min(max_decoded_bytes,
+    max(floor_bytes, max_decoded_ratio x stored bytes))`` of decompressed body.
+
+    Attributes:
+        max_decoded_bytes: absolute cap, bytes (> 0).
+        max_decoded_ratio: cap relative to the blob's stored size (> 0).
+        floor_bytes: what every blob may decode to whatever its ratio, bytes (>= 0).
+    """
+
+    max_decoded_bytes: int = MAX_DECODED_BYTES
+    max_decoded_ratio: float = MAX_DECODED_RATIO
+    floor_bytes: int = DECODED_FLOOR_BYTES
+
+    def __post_init__(self) -> None:
+        if self.max_decoded_bytes <= 0 or self.max_decoded_ratio <= 0 or self.floor_bytes < 0:
+            raise ValueError(f"decode limits must be positive: {self}")
+
+    def cap_for(self, stored_bytes: int) -> int:
+        """Returns: the largest decompressed body, bytes, of a blob of ``stored_bytes``."""
+        relative = max(self.floor_bytes, int(self.max_decoded_ratio * stored_bytes))
+        return min(self.max_decoded_bytes, relative)
+
+    def check(self, document: Buffer, stored_bytes: int, key: str | None = None) -> int:
+        """Check the body size a Sereal document claims against the cap, without
+        decompressing it.
+
+        Args:
+            document: the Sereal document (postfix removed).
+            stored_bytes: the blob's stored size (document and postfix), bytes.
+            key: the Riak key, for the error.
+
+        Returns:
+            The cap, bytes (to pass on as the decoder's ``max_decompressed_size``).
+
+        Raises:
+            BlobTooLarge: the claimed size is over the cap.
+            BlobDecodeError: the header or compression framing is malformed.
+        """
+        cap = self.cap_for(stored_bytes)
+        try:
+            claimed = sereal_document.body_size(document)
+        except SerealError as e:
+            raise BlobDecodeError(key, f"Sereal document does not decode: {e}") from e
+        if claimed > cap:
+            raise BlobTooLarge(key, claimed, cap, stored_bytes)
+        return cap
 
 
 @dataclass(frozen=True)
@@ -202,6 +277,7 @@ def unpack_blob(
     binary: str | None = None,
     max_depth: int | None = None,
     max_decompressed_size: int | None = None,
+    limits: DecodeLimits | None = None,
 ) -> Any:
     """Verify a stored blob's checksum and decode the Sereal document in it.
 
@@ -211,16 +287,25 @@ def unpack_blob(
         required: see :func:`verify_postfix`.
         binary, max_depth, max_decompressed_size: passed to
             :func:`eventstore.sereal.decode` when given (its defaults otherwise).
+        limits: when given, the body's claimed decompressed size is checked against
+            ``limits.cap_for(len(data))`` before anything is decompressed, and the cap
+            (or ``max_decompressed_size`` if lower) bounds the decompressor.
 
     Returns:
         The decoded value.
 
     Raises:
         ChecksumMissing, ChecksumMismatch, UnsupportedChecksum: see :func:`verify_postfix`.
+        BlobTooLarge: with ``limits``, the body would decode to more than the cap.
         BlobDecodeError: the checksum matched but the document does not decode (the
             codec's SerealError is the ``__cause__``).
     """
-    document = verify_postfix(data, key, required=required)
+    view = verify_postfix(data, key, required=required)
+    document = bytes(view)
+    if limits is not None:
+        cap = limits.check(document, len(data), key)
+        if max_decompressed_size is None or cap < max_decompressed_size:
+            max_decompressed_size = cap
     kwargs: dict[str, Any] = {}
     if binary is not None:
         kwargs["binary"] = binary
@@ -229,6 +314,6 @@ def unpack_blob(
     if max_decompressed_size is not None:
         kwargs["max_decompressed_size"] = max_decompressed_size
     try:
-        return sereal.decode(bytes(document), **kwargs)
+        return sereal.decode(document, **kwargs)
     except SerealError as e:
         raise BlobDecodeError(key, f"Sereal document does not decode: {e}") from e

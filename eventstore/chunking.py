@@ -20,6 +20,13 @@ unknowable before encoding it, so the policy is *estimate, encode, re-split*:
 No chunk ever exceeds the limit; an estimate that is too low costs one more encode of the
 offending group, never an oversized chunk. Pure logic, no I/O.
 
+**The body limit** ``max_body_bytes`` (default :data:`CHUNK_MAX_BODY_BYTES`, 8 MiB)
+bounds a chunk's *decompressed* body the same way (groups by weight, a chunk over it
+split in two), so that readers can cap what a chunk may decode to
+(:class:`eventstore.blob.DecodeLimits`, whose floor is twice this) without ever refusing
+one we wrote: near-identical events compress a thousandfold, so 500 KB stored could
+otherwise hold gigabytes. A single element is never split, whatever its body.
+
 :func:`split_blob` does the same for a blob written by an external aggregator (Perl's
 Sereal::Encoder, dedupe on, zstd/zlib/snappy/raw) *without decoding it to Python
 objects*: the compiled splitter (``eventstore.sereal._sereal``) walks the body at element
@@ -41,6 +48,7 @@ from eventstore.sereal import document as sereal_document
 from eventstore.sereal.errors import SerealError
 
 __all__ = [
+    "CHUNK_MAX_BODY_BYTES",
     "CHUNK_MAX_BYTES",
     "FILL",
     "Chunk",
@@ -53,6 +61,9 @@ __all__ = [
 
 #: Default limit of a stored chunk, in bytes (the seed's 500 KB).
 CHUNK_MAX_BYTES = 500_000
+#: Default limit of a chunk's decompressed body, bytes: half of the readers' floor
+#: (``eventstore.blob.DECODED_FLOOR_BYTES``); realistic 500 KB chunks hold ~1.3 MB.
+CHUNK_MAX_BODY_BYTES = 8 * 2**20
 #: Fraction of the limit the estimate aims at, leaving room for estimation error.
 FILL = 0.9
 #: Default cap on a blob's decompressed body in :func:`split_blob` (as the codec's).
@@ -98,21 +109,38 @@ def _groups(weights: Sequence[int], budget: float) -> list[tuple[int, int]]:
     return ranges
 
 
+def _body_bytes(blob: bytes) -> int:
+    """The decompressed body size a chunk's header claims (a few header bytes read)."""
+    return sereal_document.body_size(blob[: len(blob) - postfix_length()])
+
+
+def _fits(
+    blob: bytes,
+    chunk_max_bytes: int,
+    max_body_bytes: int,
+    body_bytes: Callable[[bytes], int] = _body_bytes,
+) -> bool:
+    return len(blob) <= chunk_max_bytes and body_bytes(blob) <= max_body_bytes
+
+
 def _build(
     ranges: list[tuple[int, int]],
     make: Callable[[int, int], bytes],
     chunk_max_bytes: int,
+    *,
+    max_body_bytes: int,
+    body_bytes: Callable[[bytes], int] = _body_bytes,
 ) -> list[Chunk]:
-    """Encode each range; binary-split any that comes out over the limit."""
+    """Encode each range; binary-split any that comes out over a limit."""
     out: list[Chunk] = []
     stack = list(reversed(ranges))
     while stack:
         a, b = stack.pop()
         data = make(a, b)
-        if len(data) <= chunk_max_bytes:
-            out.append(Chunk(data, a, b))
-        elif b - a == 1:
+        if len(data) > chunk_max_bytes and b - a == 1:
             raise EventTooLarge(a, len(data), chunk_max_bytes)
+        if b - a == 1 or _fits(data, chunk_max_bytes, max_body_bytes, body_bytes):
+            out.append(Chunk(data, a, b))
         else:
             mid = (a + b) // 2
             stack.append((mid, b))
@@ -125,13 +153,22 @@ def _plan(
     whole: bytes,
     make: Callable[[int, int], bytes],
     chunk_max_bytes: int,
+    *,
+    max_body_bytes: int,
+    body_bytes: Callable[[bytes], int] = _body_bytes,
 ) -> list[Chunk]:
     n = len(weights)
-    if len(whole) <= chunk_max_bytes:
+    if _fits(whole, chunk_max_bytes, max_body_bytes, body_bytes):
         return [Chunk(whole, 0, n)]
     ratio = len(whole) / max(sum(weights), 1)
-    budget = chunk_max_bytes * FILL / ratio
-    return _build(_groups(weights, budget), make, chunk_max_bytes)
+    budget = min(chunk_max_bytes * FILL / ratio, max_body_bytes * FILL)
+    return _build(
+        _groups(weights, budget),
+        make,
+        chunk_max_bytes,
+        max_body_bytes=max_body_bytes,
+        body_bytes=body_bytes,
+    )
 
 
 def chunk_events(
@@ -142,6 +179,7 @@ def chunk_events(
     level: int | None = None,
     dedupe_strings: bool = True,
     protocol: int | None = None,
+    max_body_bytes: int = CHUNK_MAX_BODY_BYTES,
 ) -> list[Chunk]:
     """Cut a list of events into blobs of at most ``chunk_max_bytes`` stored bytes.
 
@@ -150,6 +188,7 @@ def chunk_events(
         chunk_max_bytes: limit of one stored chunk (compressed document + postfix).
         compress, level, dedupe_strings, protocol: Sereal encoder options, see
             :func:`eventstore.blob.pack_blob`.
+        max_body_bytes: limit of a chunk's decompressed body (module docstring).
 
     Returns:
         The chunks in order; their events concatenated are ``events``. No chunk for an
@@ -174,11 +213,11 @@ def chunk_events(
         return pack_blob(items[a:b], **opts)
 
     whole = make(0, len(items))
-    if len(whole) <= chunk_max_bytes:
+    if _fits(whole, chunk_max_bytes, max_body_bytes):
         return [Chunk(whole, 0, len(items))]
     raw = {k: v for k, v in opts.items() if k not in ("compress", "level")}
     weights = [len(sereal.encode(e, compress=None, **raw)) for e in items]
-    return _plan(weights, whole, make, chunk_max_bytes)
+    return _plan(weights, whole, make, chunk_max_bytes, max_body_bytes=max_body_bytes)
 
 
 # -- splitting an existing blob ----------------------------------------------------------
@@ -313,6 +352,7 @@ def split_blob(
     compress: str | None = "zstd",
     level: int | None = None,
     max_decompressed_size: int = MAX_DECOMPRESSED_BYTES,
+    max_body_bytes: int = CHUNK_MAX_BODY_BYTES,
 ) -> list[Chunk]:
     """Split a Sereal array blob into chunks without decoding its elements.
 
@@ -324,6 +364,7 @@ def split_blob(
         chunk_max_bytes: limit of one stored chunk (compressed document + postfix).
         compress, level: compression of the chunks ("zstd", "zlib", "snappy", None).
         max_decompressed_size: cap on the input's decompressed body, bytes.
+        max_body_bytes: limit of a chunk's decompressed body (module docstring).
 
     Returns:
         Chunks whose arrays, concatenated, are the blob's array element for element
@@ -365,7 +406,7 @@ def split_blob(
         return add_postfix(_write_document(doc.suffix, doc.version, part, compress, level))
 
     whole = make(0, count)
-    return _plan(weights, whole, make, chunk_max_bytes)
+    return _plan(weights, whole, make, chunk_max_bytes, max_body_bytes=max_body_bytes)
 
 
 # -- joining single-event documents -----------------------------------------------------
@@ -392,6 +433,7 @@ def chunk_documents(
     ratio: float | None = None,
     on_bad: Callable[[int, SerealError], None] | None = None,
     max_decompressed_size: int = MAX_DECOMPRESSED_BYTES,
+    max_body_bytes: int = CHUNK_MAX_BODY_BYTES,
 ) -> list[Chunk]:
     """Cut single-value Sereal documents into chunks without decoding them.
 
@@ -416,6 +458,7 @@ def chunk_documents(
             decode; it is left out. None: the error is raised (with an ``index``
             attribute).
         max_decompressed_size: cap on one document's decompressed body.
+        max_body_bytes: limit of a chunk's decompressed body (module docstring).
 
     Returns:
         The chunks; ``start``/``stop`` index the documents that were kept (``docs``
@@ -429,7 +472,9 @@ def chunk_documents(
     """
     _check_limit(chunk_max_bytes)
     if not join_available():
-        return _chunk_documents_decoded(docs, chunk_max_bytes, compress, level, on_bad)
+        return _chunk_documents_decoded(
+            docs, chunk_max_bytes, compress, level, on_bad, max_body_bytes=max_body_bytes
+        )
     from eventstore.sereal._sereal import join_bodies  # noqa: PLC0415
 
     def bad(i: int, e: SerealError) -> None:
@@ -483,13 +528,13 @@ def chunk_documents(
         # small input is then already done).
         first = _groups(weights, chunk_max_bytes)[0]
         sample = make(*first)
-        if first == (0, n) and len(sample) <= chunk_max_bytes:
+        if first == (0, n) and _fits(sample, chunk_max_bytes, max_body_bytes):
             made = [Chunk(sample, 0, n)]
             return _renumber(made, dropped, n)
         kept_weight = sum(weights[k] for k in range(*first) if k not in dropped)
         ratio = len(sample) / max(kept_weight, 1)
-    budget = chunk_max_bytes * FILL / max(ratio, 1e-3)
-    made = _build(_groups(weights, budget), make, chunk_max_bytes)
+    budget = min(chunk_max_bytes * FILL / max(ratio, 1e-3), max_body_bytes * FILL)
+    made = _build(_groups(weights, budget), make, chunk_max_bytes, max_body_bytes=max_body_bytes)
     return _renumber(made, dropped, n)
 
 
@@ -510,6 +555,8 @@ def _chunk_documents_decoded(
     compress: str | None,
     level: int | None,
     on_bad: Callable[[int, SerealError], None] | None,
+    *,
+    max_body_bytes: int,
 ) -> list[Chunk]:
     events: list[Any] = []
     for i, doc in enumerate(docs):
@@ -520,4 +567,10 @@ def _chunk_documents_decoded(
                 e.index = i  # type: ignore[attr-defined]
                 raise
             on_bad(i, e)
-    return chunk_events(events, chunk_max_bytes=chunk_max_bytes, compress=compress, level=level)
+    return chunk_events(
+        events,
+        chunk_max_bytes=chunk_max_bytes,
+        compress=compress,
+        level=level,
+        max_body_bytes=max_body_bytes,
+    )

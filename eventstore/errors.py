@@ -102,6 +102,35 @@ class BlobDecodeError(BlobError):
     """
 
 
+class BlobTooLarge(BlobError):
+    """The blob's body would decode to more bytes than the reader allows
+    (:class:`eventstore.blob.DecodeLimits`): refused before it is decompressed.
+
+    Not retriable: identical bytes are on every replica.
+
+    Args:
+        key: the Riak key, or None.
+        decoded_bytes: the size the body claims (its decompressed size), bytes.
+        cap_bytes: the reader's cap for a blob of this stored size, bytes.
+        stored_bytes: the blob's stored size, bytes.
+    """
+
+    def __init__(
+        self, key: str | None, decoded_bytes: int, cap_bytes: int, stored_bytes: int
+    ) -> None:
+        self.decoded_bytes = decoded_bytes
+        self.cap_bytes = cap_bytes
+        self.stored_bytes = stored_bytes
+        super().__init__(
+            key,
+            f"decodes to {decoded_bytes} bytes, more than the cap of {cap_bytes} bytes "
+            f"for {stored_bytes} stored bytes",
+        )
+
+    def __reduce__(self) -> tuple[type[BlobTooLarge], tuple[str | None, int, int, int]]:  # type: ignore[override]
+        return (type(self), (self.key, self.decoded_bytes, self.cap_bytes, self.stored_bytes))
+
+
 # -- chunking ---------------------------------------------------------------------------
 
 

@@ -26,6 +26,7 @@ from eventstore.sereal.errors import (
 __all__ = [
     "ZLIB_DEFAULT_LEVEL",
     "ZSTD_DEFAULT_LEVEL",
+    "claimed_body_size",
     "compress_body",
     "open_body",
     "read_varint",
@@ -114,6 +115,38 @@ def open_body(
     return zstd_decompress(block, max_size, pos), 0, base
 
 
+def claimed_body_size(data: bytes, protocol: int, doc_type: int, start: int) -> int:
+    """The size the body of a document will have once decompressed, as its framing
+    claims it, without decompressing anything (the decompressors of this module then
+    hold the body to exactly that size).
+
+    A reader bounding what a document may cost checks this before :func:`open_body`
+    (``eventstore.blob.DecodeLimits``), and can then pass its cap as ``max_size``.
+
+    Args:
+        data: the whole document; protocol, doc_type, start: as for :func:`open_body`.
+
+    Returns:
+        Bytes: a raw body's own length; Snappy: the block's preamble; zlib: the declared
+        uncompressed length; zstd: the frame's content size.
+
+    Raises:
+        TruncatedInput, InvalidStructure, DecompressionError: bad framing, or a zstd
+            frame without a content size.
+    """
+    n = len(data)
+    if doc_type == tags.TYPE_RAW:
+        return n - start
+    if doc_type == tags.TYPE_SNAPPY:
+        return _snappy_claim(data[start : start + 5], start)
+    first, pos = read_varint(data, start, n)
+    if doc_type == tags.TYPE_ZLIB:
+        return first
+    if doc_type == tags.TYPE_SNAPPY_INCR:
+        return _snappy_claim(data[pos : pos + 5], pos)
+    return _zstd_claim(data[pos:], pos)
+
+
 def compress_body(body: bytes, method: str, level: int, threshold: int) -> tuple[int, bytes]:
     """``(document type, framed body)`` for ``method`` ("none", "snappy", "zlib",
     "zstd"). The body stays raw (type 0) when shorter than ``threshold`` bytes or when
@@ -165,6 +198,19 @@ def snappy_decompress(block: bytes, max_size: int, offset: int) -> bytes:
         SizeLimitExceeded: the preamble claims more than ``max_size``.
         DecompressionError: a bad preamble, corrupt data, or a size mismatch.
     """
+    claimed = _snappy_claim(block, offset)
+    _check_claim(claimed, max_size, "Snappy", offset)
+    out = bytearray(claimed)
+    try:
+        written = cramjam.snappy.decompress_raw_into(block, out)
+    except cramjam.DecompressionError as exc:
+        raise DecompressionError(f"corrupt Snappy block: {exc}", offset) from None
+    _check_actual(written, claimed, "Snappy", offset)
+    return bytes(out)
+
+
+def _snappy_claim(block: bytes, offset: int) -> int:
+    """The uncompressed size in a Snappy block's preamble."""
     claimed = 0
     for i in range(5):  # Snappy's preamble is a varint of at most 32 bits
         if i >= len(block):
@@ -177,14 +223,7 @@ def snappy_decompress(block: bytes, max_size: int, offset: int) -> bytes:
         raise DecompressionError("Snappy preamble is longer than 5 bytes", offset)
     if claimed >= 1 << 32:
         raise DecompressionError("Snappy preamble exceeds 32 bits", offset)
-    _check_claim(claimed, max_size, "Snappy", offset)
-    out = bytearray(claimed)
-    try:
-        written = cramjam.snappy.decompress_raw_into(block, out)
-    except cramjam.DecompressionError as exc:
-        raise DecompressionError(f"corrupt Snappy block: {exc}", offset) from None
-    _check_actual(written, claimed, "Snappy", offset)
-    return bytes(out)
+    return claimed
 
 
 def snappy_compress(body: bytes) -> bytes:
@@ -234,14 +273,7 @@ def zstd_decompress(frame: bytes, max_size: int, offset: int) -> bytes:
         DecompressionError: not a zstd frame, no content size, corrupt data, more
             than one frame or trailing bytes, or a size mismatch.
     """
-    if not frame.startswith(_ZSTD_MAGIC):
-        raise DecompressionError("not a zstd frame", offset)
-    try:
-        claimed = zstandard.get_frame_parameters(frame).content_size
-    except zstandard.ZstdError as exc:
-        raise DecompressionError(f"bad zstd frame header: {exc}", offset) from None
-    if claimed == zstandard.CONTENTSIZE_UNKNOWN:
-        raise DecompressionError("zstd frame does not record its content size", offset)
+    claimed = _zstd_claim(frame, offset)
     _check_claim(claimed, max_size, "zstd", offset)
     if _zstd_frame_length(frame, offset) != len(frame):
         raise DecompressionError("data after the zstd frame", offset)
@@ -253,6 +285,19 @@ def zstd_decompress(frame: bytes, max_size: int, offset: int) -> bytes:
         raise DecompressionError(f"corrupt zstd frame: {exc}", offset) from None
     _check_actual(len(out), claimed, "zstd", offset)
     return out
+
+
+def _zstd_claim(frame: bytes, offset: int) -> int:
+    """The content size a zstd frame's header records (it must record one)."""
+    if not frame.startswith(_ZSTD_MAGIC):
+        raise DecompressionError("not a zstd frame", offset)
+    try:
+        claimed: int = zstandard.get_frame_parameters(frame).content_size
+    except zstandard.ZstdError as exc:
+        raise DecompressionError(f"bad zstd frame header: {exc}", offset) from None
+    if claimed == zstandard.CONTENTSIZE_UNKNOWN:
+        raise DecompressionError("zstd frame does not record its content size", offset)
+    return claimed
 
 
 def _zstd_frame_length(frame: bytes, offset: int) -> int:

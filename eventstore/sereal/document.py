@@ -30,6 +30,7 @@ __all__ = [
     "BodyCodec",
     "Codec",
     "Header",
+    "body_size",
     "open_document",
     "wrap_body",
 ]
@@ -205,6 +206,20 @@ def open_document(
     return compression.open_body(
         data, layout.protocol, layout.doc_type, layout.body_offset, max_decompressed_size
     )
+
+
+def body_size(data: bytes | bytearray | memoryview) -> int:
+    """The size in bytes of a document's body once decompressed, as its header and
+    compression framing claim it, without decompressing (``decode`` and
+    ``open_document`` then hold the body to exactly that size). Cheap: reads a few
+    header bytes.
+
+    Raises:
+        SerealDecodeError: a bad header or framing (for zstd: no content size).
+    """
+    doc = _as_bytes(data)
+    layout = _parse_header(doc)
+    return compression.claimed_body_size(doc, layout.protocol, layout.doc_type, layout.body_offset)
 
 
 def _document_options(

@@ -1,13 +1,18 @@
 from __future__ import annotations
 
 import importlib
+import pickle
+import tracemalloc
 from typing import Any
 
 import pytest
 import xxhash
 
 from eventstore.blob import (
+    DECODED_FLOOR_BYTES,
     MAGIC,
+    MAX_DECODED_BYTES,
+    DecodeLimits,
     add_postfix,
     has_postfix,
     pack_blob,
@@ -17,10 +22,12 @@ from eventstore.blob import (
 )
 from eventstore.errors import (
     BlobDecodeError,
+    BlobTooLarge,
     ChecksumMismatch,
     ChecksumMissing,
     UnsupportedChecksum,
 )
+from eventstore.sereal.testing import inflating_document
 
 pytestmark = pytest.mark.unit
 
@@ -113,3 +120,69 @@ def test_unpack_names_key_on_bad_document() -> None:
     assert e.value.__cause__ is not None
     with pytest.raises(ChecksumMismatch):
         unpack_blob(pack_blob([1])[:-1], key="k")
+
+
+# -- bounded decoding (issue 12.6) --------------------------------------------------------
+
+
+def test_decode_limits_cap() -> None:
+    limits = DecodeLimits(max_decoded_bytes=1000, max_decoded_ratio=4.0, floor_bytes=100)
+    assert limits.cap_for(10) == 100  # the floor
+    assert limits.cap_for(50) == 200  # the ratio
+    assert limits.cap_for(10_000) == 1000  # the absolute cap
+    assert DecodeLimits(floor_bytes=2**40).cap_for(1) == MAX_DECODED_BYTES
+    with pytest.raises(ValueError):
+        DecodeLimits(max_decoded_ratio=0)
+
+
+def test_a_blob_inflating_to_250_mb_is_refused_before_it_is_decompressed() -> None:
+    blob = add_postfix(inflating_document(250_000_000))
+    assert len(blob) < 10_000
+    tracemalloc.start()
+    try:
+        with pytest.raises(BlobTooLarge) as err:
+            unpack_blob(blob, key="k1", limits=DecodeLimits())
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 2_000_000  # nothing was inflated
+    e = err.value
+    assert (e.key, e.decoded_bytes, e.cap_bytes, e.stored_bytes) == (
+        "k1",
+        250_000_000,
+        DECODED_FLOOR_BYTES,  # 64 x 8 KB is less than the floor
+        len(blob),
+    )
+    assert not e.retriable
+    assert "250000000" in str(e) and str(DECODED_FLOOR_BYTES) in str(e) and "'k1'" in str(e)
+    assert pickle.loads(pickle.dumps(e)).cap_bytes == e.cap_bytes
+    # the same blob decodes when the limits allow it (and without limits)
+    small = add_postfix(inflating_document(1_000_000))
+    assert len(unpack_blob(small, limits=DecodeLimits(), binary="bytes")) == 1_000_000 - 11
+
+
+def test_the_cap_is_relative_to_the_stored_size() -> None:
+    body = [_sereal().PerlRef("x" * 1000)] * 100  # 100 KB of body, stored raw
+    blob = pack_blob(body, compress=None)
+    tight = DecodeLimits(max_decoded_bytes=2**30, max_decoded_ratio=0.5, floor_bytes=0)
+    with pytest.raises(BlobTooLarge) as err:
+        unpack_blob(blob, limits=tight)
+    assert err.value.cap_bytes == len(blob) // 2
+    assert unpack_blob(blob, limits=DecodeLimits(max_decoded_ratio=1.0, floor_bytes=0)) == body
+
+
+def test_realistic_and_repetitive_chunks_are_under_the_default_cap() -> None:
+    from eventstore.chunking import chunk_events
+    from relocator.events import generate_events
+
+    events = generate_events(3000, 7)
+    repetitive = [dict(events[0]) for _ in range(100_000)]  # ratio in the thousands
+    for chunk in chunk_events(events) + chunk_events(repetitive):
+        assert isinstance(unpack_blob(chunk.data, limits=DecodeLimits()), list)
+
+
+def test_a_malformed_frame_is_a_decode_error() -> None:
+    doc = inflating_document(100_000)
+    broken = add_postfix(doc[:7] + b"\x00\x00\x00\x00" + doc[11:])  # not a zstd frame
+    with pytest.raises(BlobDecodeError):
+        unpack_blob(broken, limits=DecodeLimits())

@@ -18,8 +18,9 @@ from typing import Any
 import pytest
 
 from eventstore import chunking
-from eventstore.blob import has_postfix, unpack_blob, verify_postfix
+from eventstore.blob import has_postfix, postfix_length, unpack_blob, verify_postfix
 from eventstore.chunking import (
+    CHUNK_MAX_BODY_BYTES,
     Chunk,
     _build,
     _groups,
@@ -54,6 +55,10 @@ def test_groups_are_greedy_and_cover_everything() -> None:
     assert all(a[1] == b[0] for a, b in itertools.pairwise(ranges))
 
 
+# The synthetic "blobs" below are not documents: no body limit, no body to measure.
+NO_BODY_LIMIT: dict[str, Any] = {"max_body_bytes": 2**62, "body_bytes": len}
+
+
 def _incompressible(sizes: list[int]) -> Any:
     # stored size = sum of element sizes + 40 bytes of header and postfix
     def make(a: int, b: int) -> bytes:
@@ -66,7 +71,7 @@ def _incompressible(sizes: list[int]) -> Any:
 def test_build_resplits_until_everything_fits() -> None:
     sizes = [100] * 64
     make = _incompressible(sizes)
-    chunks = _build([(0, 64)], make, 1000)
+    chunks = _build([(0, 64)], make, 1000, **NO_BODY_LIMIT)
     assert [(c.start, c.stop) for c in chunks] == [(i, i + 8) for i in range(0, 64, 8)]
     assert all(len(c.data) <= 1000 for c in chunks)
 
@@ -81,7 +86,7 @@ def test_plan_with_a_bad_estimate_still_respects_the_limit() -> None:
         n = b - a
         return bytes(100 * 200 if n == 200 else 900 * n + 40)
 
-    chunks = _plan(sizes, make(0, 200), make, 5_000)
+    chunks = _plan(sizes, make(0, 200), make, 5_000, **NO_BODY_LIMIT)
     assert all(len(c.data) <= 5_000 for c in chunks)
     assert chunks[0].start == 0 and chunks[-1].stop == 200
     assert all(a.stop == b.start for a, b in itertools.pairwise(chunks))
@@ -91,7 +96,7 @@ def test_plan_with_a_bad_estimate_still_respects_the_limit() -> None:
 def test_single_oversized_element_names_its_index() -> None:
     sizes = [10, 10, 5000, 10]
     with pytest.raises(EventTooLarge) as e:
-        _plan(sizes, bytes(5100), _incompressible(sizes), 1000)
+        _plan(sizes, bytes(5100), _incompressible(sizes), 1000, **NO_BODY_LIMIT)
     assert e.value.index == 2
     assert e.value.size_bytes == 5040
     assert "event 2" in str(e.value) and "1000" in str(e.value)
@@ -353,3 +358,24 @@ def test_chunk_documents_without_the_compiled_join(monkeypatch: pytest.MonkeyPat
     with pytest.raises(SerealError) as info:
         chunk_documents(docs)
     assert getattr(info.value, "index", None) == 7
+
+
+@pytest.mark.unit
+def test_chunk_bodies_stay_under_the_body_limit() -> None:
+    # Near-identical events compress a thousandfold: the stored limit alone would let
+    # one 500 KB chunk hold gigabytes of body, which readers refuse (DecodeLimits).
+    from eventstore.blob import DecodeLimits
+    from eventstore.sereal.document import body_size
+    from relocator.events import generate_events
+
+    event = generate_events(1, 3)[0]
+    events = [dict(event, id=i % 3) for i in range(100_000)]
+    docs = [_codec().encode(e, compress=None) for e in events]
+    for chunks in (chunk_events(events), chunk_documents(docs)):
+        assert len(chunks) > 1
+        assert chunks[0].start == 0 and chunks[-1].stop == len(events)
+        for chunk in chunks:
+            assert body_size(chunk.data[: -postfix_length()]) <= CHUNK_MAX_BODY_BYTES
+            assert len(unpack_blob(chunk.data, limits=DecodeLimits())) == chunk.count
+    small = chunk_events(events[:5000], max_body_bytes=200_000)
+    assert all(body_size(c.data[: -postfix_length()]) <= 200_000 for c in small)
