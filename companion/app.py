@@ -8,7 +8,9 @@ Routes:
   work happens on the engine's threads).
 - ``POST /v1/audit``: same body; the keys lacking a result are admitted (the auditor).
 - ``POST /v1/substreams/{name}/enable``: an operator re-enables a disabled substream.
-- ``GET /healthz``: 200 while the engine runs, 503 otherwise.
+- ``GET /healthz``: liveness: 200 while the engine runs, 503 otherwise.
+- ``GET /readyz``: readiness: 200 when, besides, the local Riak node answers and (when
+  configured) the node's ZooKeeper session is connected; 503 naming what is not.
 - ``GET /metrics``: Prometheus exposition of every worker; only to ``metrics_peers``.
 - ``GET /v1/status``: the node's merged statistics as JSON; only to ``status_peers``.
 - ``GET /``: the status page (HTML); only to ``status_peers``. Both show registry
@@ -18,6 +20,8 @@ Routes:
 Failure semantics: domain code raises :mod:`companion.errors`; the one exception-handler
 table below turns each into a JSON answer with its status code. Nothing a plugin does
 reaches a request handler: plugins run on the engine's threads, in sandboxed children.
+Bodies are read chunk by chunk and refused (413) as soon as they pass the size limit;
+JSON nested too deeply for the parser is a 400, like any other malformed body.
 """
 
 from __future__ import annotations
@@ -40,7 +44,13 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from companion import defaults, metrics
-from companion.errors import BadKeyGroup, CompanionError, PeerNotAllowed, UnknownSubstream
+from companion.errors import (
+    BadKeyGroup,
+    BodyTooLarge,
+    CompanionError,
+    PeerNotAllowed,
+    UnknownSubstream,
+)
 from companion.inbox import Inbox
 from companion.settings import CompanionSettings, as_mapping
 from companion.signals import EngineSignals
@@ -54,6 +64,7 @@ from companion.stats import (
 )
 from companion.statuspage import render_status
 from companion.worker import Engine
+from companion.zkstate import read_zookeeper_state
 from eventstore.errors import InvalidName
 from eventstore.names import ChunkKey
 from substreams.loader import PluginSet
@@ -102,13 +113,31 @@ class PeerAllowlist:
         await self.app(scope, receive, send)
 
 
+async def _read_body(request: Request, limit: int = defaults.MAX_BODY_BYTES) -> bytes:
+    """The request body, read as it arrives; 413 as soon as it passes ``limit`` bytes.
+
+    Raises:
+        BodyTooLarge: the declared ``Content-Length`` or the bytes received so far are
+            over ``limit`` (nothing more is read).
+    """
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > limit:
+        raise BodyTooLarge(f"body of {declared} bytes is over the limit of {limit}")
+    body = bytearray()
+    async for chunk in request.stream():
+        body += chunk
+        if len(body) > limit:
+            raise BodyTooLarge(f"body is over the limit of {limit} bytes")
+    return bytes(body)
+
+
 def _parse_key_group(body: bytes) -> tuple[int, str, list[ChunkKey]]:
-    if len(body) > defaults.MAX_BODY_BYTES:
-        raise BadKeyGroup(f"body of {len(body)} bytes is over {defaults.MAX_BODY_BYTES}")
     try:
         data = json.loads(body)
     except ValueError as e:
         raise BadKeyGroup(f"body is not JSON: {e}") from e
+    except RecursionError as e:  # the parser's own depth guard: not a server fault
+        raise BadKeyGroup("body is not a key group: JSON nested too deeply") from e
     if not isinstance(data, dict):
         raise BadKeyGroup("body must be a JSON object")
     epoch, dc, keys = data.get("epoch"), data.get("dc"), data.get("keys")
@@ -129,14 +158,14 @@ def _parse_key_group(body: bytes) -> tuple[int, str, list[ChunkKey]]:
 
 
 async def post_keys(request: Request) -> Response:
-    epoch, dc, keys = _parse_key_group(await request.body())
+    epoch, dc, keys = _parse_key_group(await _read_body(request))
     engine: Engine = request.app.state.engine
     accepted, shed = engine.submit(epoch, dc, keys)
     return JSONResponse({"accepted": accepted, "shed": shed}, status_code=202)
 
 
 async def post_audit(request: Request) -> Response:
-    epoch, dc, keys = _parse_key_group(await request.body())
+    epoch, dc, keys = _parse_key_group(await _read_body(request))
     engine: Engine = request.app.state.engine
     missing, accepted, shed = await run_in_threadpool(engine.audit, epoch, dc, keys)
     return JSONResponse({"missing": missing, "accepted": accepted, "shed": shed})
@@ -167,9 +196,40 @@ async def healthz(request: Request) -> Response:
     return JSONResponse(body, status_code=200 if alive else 503)
 
 
+async def readyz(request: Request) -> Response:
+    state = request.app.state
+    settings: CompanionSettings = state.settings
+    engine: Engine = state.engine
+    riak_node = settings.riak.nodes[0].rstrip("/") if settings.riak.nodes else None
+    riak_ok = riak_node is not None and await run_in_threadpool(engine.riak.ping, riak_node)
+    zk = read_zookeeper_state(settings)
+    zk_ok = zk is None or bool(zk.get("connected"))
+    problems = [
+        what
+        for what, ok in (
+            ("engine stopped", engine.alive()),
+            (
+                f"riak node {'(hidden)' if settings.hide_addresses else riak_node} unreachable",
+                riak_ok,
+            ),
+            ("zookeeper not connected", zk_ok),
+        )
+        if not ok
+    ]
+    body = {
+        "status": "ready" if not problems else "; ".join(problems),
+        "riak": riak_ok,
+        "zookeeper": None if zk is None else zk_ok,
+    }
+    return JSONResponse(body, status_code=503 if problems else 200)
+
+
 async def metrics_endpoint(request: Request) -> Response:
     engine: Engine = request.app.state.engine
     metrics.set_queue_depth(engine.queue_depth())
+    zk = read_zookeeper_state(request.app.state.settings)
+    if zk is not None:
+        metrics.set_zookeeper_connected(bool(zk.get("connected")))
     body = metrics.render(request.app.state.metrics_dir)
     return Response(body, media_type=metrics.CONTENT_TYPE_LATEST)
 
@@ -184,9 +244,12 @@ def _node_view(request: Request) -> dict[str, Any]:
     view["version_conflicts"] = version_conflicts(
         view["loaded"], settings.node or settings.listen, view["cluster"]
     )
+    view["zookeeper"] = read_zookeeper_state(settings) or {"configured": False}
     # What the registry mirror installed and rejected (unsigned, untrusted key, bad
     # signature, does not load in the sandbox), with why.
     view["registry"] = read_status(settings.registry_dir)
+    if settings.hide_addresses:
+        view["zookeeper"].pop("hosts", None)
     return view
 
 
@@ -258,6 +321,8 @@ def _connect_stats(signals: EngineSignals, stats: WorkerStats) -> None:
     signals.chunk_processed.connect(chunk_processed)
     signals.result_stored.connect(lambda **_: stats.count("results_stored"))
     signals.result_not_stored.connect(lambda **_: stats.count("results_not_stored"))
+    signals.result_write_retried.connect(lambda **_: stats.count("result_write_retries"))
+    signals.chunk_failed.connect(lambda **_: stats.count("chunks_failed"))
 
 
 def create_app(
@@ -338,6 +403,7 @@ def create_app(
             Route("/v1/audit", post_audit, methods=["POST"]),
             Route("/v1/substreams/{name}/enable", enable_substream, methods=["POST"]),
             Route("/healthz", healthz, methods=["GET"]),
+            Route("/readyz", readyz, methods=["GET"]),
             Route("/metrics", metrics_endpoint, methods=["GET"]),
             Route("/v1/status", status_json, methods=["GET"]),
             Route("/", status_page, methods=["GET"]),

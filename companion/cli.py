@@ -4,7 +4,13 @@ Every option can also be given as ``RIAK_EVENTS_COMPANION_<OPTION>`` (e.g.
 ``RIAK_EVENTS_COMPANION_CONFIG``, ``RIAK_EVENTS_COMPANION_LISTEN``). gunicorn runs in
 this process as the master (``-k asgi``: gunicorn's native ASGI worker); each worker
 builds its own app resources after the fork. The master also holds the ZooKeeper
-session (live-node znode and registry mirror), so there is one per node.
+session (live-node znode and registry mirror, made in the background: the companion
+serves at once whether ZooKeeper is up or not), so there is one per node, and runs the
+auditor.
+
+The master first locks the state directory (``eventstore.dirlock``; the workers and
+their children inherit the lock): a second companion on the same directory exits at
+once with one line naming the directory and the process that holds it.
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ import click
 
 from companion import defaults
 from companion.settings import CompanionSettings, load
+from eventstore.dirlock import DirectoryLock, DirectoryLocked, lock_directory
 from eventstore.settings import SettingsError
 
 log = logging.getLogger(__name__)
@@ -30,13 +37,19 @@ def _prepare_state_dir(settings: CompanionSettings) -> Path:
     metrics_dir = settings.state_dir / "prometheus"
     for stale in (metrics_dir, settings.state_dir / "status"):
         shutil.rmtree(stale, ignore_errors=True)
+    (settings.state_dir / "zookeeper.json").unlink(missing_ok=True)  # the last run's
     metrics_dir.mkdir()
     settings.registry_dir.mkdir(exist_ok=True)
     return metrics_dir
 
 
-def serve(settings: CompanionSettings) -> None:
-    """Run gunicorn's master with ``settings.workers`` ASGI workers until stopped."""
+def serve(settings: CompanionSettings, lock: DirectoryLock) -> None:
+    """Run gunicorn's master with ``settings.workers`` ASGI workers until stopped.
+
+    Args:
+        settings: the companion's settings.
+        lock: the state directory's lock, held until this returns.
+    """
     from gunicorn.app.base import BaseApplication  # noqa: PLC0415
 
     metrics_dir = _prepare_state_dir(settings)
@@ -70,17 +83,15 @@ def serve(settings: CompanionSettings) -> None:
                 "substreams": {n: sorted(v) for n, v in view["loaded"].items()},
             }
 
-        try:
-            presence.append(
-                ZooKeeperPresence(
-                    settings, health=health, interval_s=settings.zk_health_interval_s
-                ).start()
-            )
-        except Exception as e:  # ZooKeeper down must not stop the companion
-            log.error("zookeeper at %s unavailable, running without: %s", settings.zk_hosts, e)
+        # Returns at once: the session is made (and made again) in the background.
+        presence.append(
+            ZooKeeperPresence(
+                settings, health=health, interval_s=settings.zk_health_interval_s
+            ).start()
+        )
 
     def start_auditor() -> None:
-        if settings.audit_interval_s <= 0 or not settings.audit_dcs:
+        if settings.audit_interval_s <= 0:
             return
         from companion.auditor import Auditor, http_post  # noqa: PLC0415
 
@@ -122,6 +133,7 @@ def serve(settings: CompanionSettings) -> None:
             return create_app(settings, metrics_dir=metrics_dir, inbox=inbox)
 
     CompanionServer().run()
+    lock.release()
 
 
 @click.command()
@@ -158,7 +170,11 @@ def companion(config: Path | None, **overrides: Any) -> None:
         settings = load(config, **overrides)
     except SettingsError as e:
         raise click.ClickException(str(e)) from e
+    try:
+        lock = lock_directory(settings.state_dir)
+    except DirectoryLocked as e:
+        raise click.ClickException(str(e)) from e
     if settings.host not in ("127.0.0.1", "localhost", "::1"):
         log.warning("companion: listening on %s; only peers %s may POST", settings.host,
                     ", ".join(settings.peers))  # fmt: skip
-    serve(settings)
+    serve(settings, lock)

@@ -33,6 +33,11 @@ MAX_PARALLEL = 4
 QUEUE_MAX = 64
 #: Concurrent result writes per chunk thread: a chunk's results are stored at once.
 RESULT_WRITERS = 8
+#: A result write that fails (after the Riak client's own retries) is tried again this
+#: many times in all, the first delay doubling each time: a chunk must not end without
+#: a stored result because the node was briefly unreachable.
+RESULT_WRITE_TRIES = 4
+RESULT_WRITE_DELAY_S = 0.25
 #: A chunk that cannot start within this many seconds of arrival is shed: its results
 #: would be late anyway and consumers will have fallen back.
 MAX_WAIT_S = 2.0
@@ -51,6 +56,13 @@ DISABLE_AFTER = 5
 TIMEOUT_CAP_S = 5.0
 MEMORY_CAP_MB = 1024
 MAX_RESULT_BYTES_CAP = 1024 * 1024
+#: What one chunk may decode to (its decompressed body), at most this many bytes and at
+#: most this many times its stored size, but always 16 MiB (eventstore.blob.DecodeLimits:
+#: our writers keep chunk bodies under 8 MiB; realistic 500 KB chunks hold ~1.3 MB).
+#: A chunk over it is not decoded: each matching substream gets an ``error`` result
+#: whose text starts with ``too_large:``.
+MAX_DECODED_BYTES = 64 * 2**20
+MAX_DECODED_RATIO = 64.0
 #: Seconds between checks of the plugin directories for changes (hot reload).
 RELOAD_INTERVAL_S = 1.0
 #: Seconds between writes of a worker's statistics for the status page.
@@ -60,7 +72,8 @@ SERIES_STEP_S = 10
 SERIES_POINTS = 60
 #: Durations kept per substream for p50/p99.
 RECENT_RUNS = 512
-#: Largest accepted POST /v1/keys body, bytes, and most keys in one group.
+#: Largest accepted POST /v1/keys body, bytes (413 as soon as more arrives), and most
+#: keys in one group.
 MAX_BODY_BYTES = 1024 * 1024
 MAX_KEYS = 10000
 #: State directory: metrics of the workers, status snapshots, disabled markers,
@@ -72,9 +85,19 @@ WORKER_TIMEOUT_S = 30
 #: ZooKeeper (empty hosts: no ZooKeeper), the root of our znodes.
 ZK_HOSTS = ""
 ZK_ROOT = "/riak-events"
+#: ZooKeeper session timeout asked for, seconds (the server clamps it to its own
+#: bounds): how long the live znode outlives a companion that stopped answering.
+ZK_SESSION_TIMEOUT_S = 10.0
+#: Reconnection to ZooKeeper: first delay and most delay between tries, seconds; it
+#: never gives up (a companion started while ZooKeeper is down joins when it returns).
+ZK_RETRY_DELAY_S = 0.2
+ZK_RETRY_MAX_DELAY_S = 5.0
 #: Seconds between updates of the live-node znode's health (and reads of the other
 #: nodes' znodes, for the status page's version comparison).
 ZK_HEALTH_INTERVAL_S = 10.0
-#: Auditor: how far back and how often it looks for chunks without results (0: off).
-AUDIT_INTERVAL_S = 0.0
+#: Auditor: how often and how far back it looks for chunks without results (interval
+#: 0: off), and most chunk keys it checks per round (one GET per key and substream at
+#: most). On by default: the hook delivers at most once.
+AUDIT_INTERVAL_S = 10.0
 AUDIT_LOOKBACK_S = 120
+AUDIT_MAX_KEYS = 2000

@@ -29,6 +29,13 @@ class BadKeyGroup(CompanionError):
     status_code = 400
 
 
+class BodyTooLarge(CompanionError):
+    """A request body is over ``MAX_BODY_BYTES``; answered 413 as soon as that many
+    bytes have arrived (the rest is never read)."""
+
+    status_code = 413
+
+
 class UnknownSubstream(CompanionError):
     """An operator request names a substream this node does not have; answered 404."""
 

@@ -38,9 +38,10 @@ log = logging.getLogger(__name__)
 __all__ = ["RECORD_BYTES", "Inbox", "InboxItem"]
 
 #: One record: arrival and deadline (CLOCK_MONOTONIC, the same in every process of the
-#: machine), the key's length, the key, zero padding.
+#: machine), the key's length (its top bit: the auditor sent it), the key, zero padding.
 RECORD_BYTES = 256
 _HEAD = struct.Struct(">ddH")
+_AUDIT_BIT = 0x8000
 _MAX_KEY_BYTES = RECORD_BYTES - _HEAD.size
 #: Pipe capacities are set in pages; Linux lets unprivileged users go up to
 #: /proc/sys/fs/pipe-max-size (1 MiB by default).
@@ -49,11 +50,13 @@ _PAGE = 4096
 
 @dataclass(frozen=True)
 class InboxItem:
-    """One chunk waiting: its key, when it arrived, when it must have started."""
+    """One chunk waiting: its key, when it arrived, when it must have started, and
+    whether the auditor sent it (then only its missing results are written)."""
 
     key: ChunkKey
     arrived: float
     deadline: float
+    audit: bool = False
 
 
 class Inbox:
@@ -89,7 +92,8 @@ class Inbox:
             raise ValueError(f"chunk key {item.key} is over {_MAX_KEY_BYTES} bytes")
         if self.depth() >= self.capacity:
             return False
-        record = _HEAD.pack(item.arrived, item.deadline, len(key)) + key
+        flags = _AUDIT_BIT if item.audit else 0
+        record = _HEAD.pack(item.arrived, item.deadline, len(key) | flags) + key
         try:
             os.write(self._write_fd, record.ljust(RECORD_BYTES, b"\0"))
         except BlockingIOError:
@@ -110,9 +114,10 @@ class Inbox:
         if len(record) != RECORD_BYTES:  # cannot happen with whole-record writes
             log.error("companion inbox: dropped a partial record of %d bytes", len(record))
             return None
-        arrived, deadline, length = _HEAD.unpack_from(record)
+        arrived, deadline, field = _HEAD.unpack_from(record)
+        length = field & ~_AUDIT_BIT
         key = ChunkKey.parse(record[_HEAD.size : _HEAD.size + length].decode())
-        return InboxItem(key, arrived, deadline)
+        return InboxItem(key, arrived, deadline, bool(field & _AUDIT_BIT))
 
     def depth(self) -> int:
         """Records waiting now (in the whole node)."""

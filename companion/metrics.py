@@ -45,12 +45,23 @@ RESULTS = Counter("companion_results_stored_total", "Result values stored", ["st
 RESULTS_NOT_STORED = Counter(
     "companion_results_not_stored_total", "Result writes that failed", ["substream"]
 )
+RESULT_WRITE_RETRIES = Counter(
+    "companion_result_write_retries_total",
+    "Result writes that failed and were tried again",
+    ["substream"],
+)
 DISABLED = Counter(
     "companion_substreams_disabled_total", "Substreams disabled on this node", ["substream"]
 )
 # Every worker sees the node's shared inbox: the node's depth is any live worker's.
 QUEUE_DEPTH = Gauge(
     "companion_queue_depth", "Chunks waiting in the node's inbox", multiprocess_mode="livemax"
+)
+# Every worker reads the master's ZooKeeper state file: the node's value is any live one's.
+ZOOKEEPER_CONNECTED = Gauge(
+    "companion_zookeeper_connected",
+    "1 while the node's ZooKeeper session is connected, 0 otherwise (absent: not configured)",
+    multiprocess_mode="livemax",
 )
 STAGE_SECONDS = Histogram(
     "companion_chunk_stage_seconds",
@@ -86,6 +97,12 @@ def connect(signals: EngineSignals) -> None:
     def chunk_unreadable(**_: Any) -> None:
         CHUNKS.labels("unreadable").inc()
 
+    def chunk_failed(**_: Any) -> None:
+        CHUNKS.labels("failed").inc()
+
+    def result_write_retried(*, substream: str, **_: Any) -> None:
+        RESULT_WRITE_RETRIES.labels(substream).inc()
+
     def chunk_processed(
         *, stages: dict[str, float], stages_cpu: dict[str, float], **_: Any
     ) -> None:
@@ -108,6 +125,8 @@ def connect(signals: EngineSignals) -> None:
     signals.run_finished.connect(run_finished)
     signals.chunk_shed.connect(chunk_shed)
     signals.chunk_unreadable.connect(chunk_unreadable)
+    signals.chunk_failed.connect(chunk_failed)
+    signals.result_write_retried.connect(result_write_retried)
     signals.chunk_processed.connect(chunk_processed)
     signals.result_stored.connect(result_stored)
     signals.result_not_stored.connect(result_not_stored)
@@ -116,6 +135,10 @@ def connect(signals: EngineSignals) -> None:
 
 def set_queue_depth(depth: int) -> None:
     QUEUE_DEPTH.set(depth)
+
+
+def set_zookeeper_connected(connected: bool) -> None:
+    ZOOKEEPER_CONNECTED.set(1 if connected else 0)
 
 
 def render(multiprocess_dir: Path | None = None) -> bytes:

@@ -25,9 +25,12 @@ file are relative to the file's directory. See ``companion/example-config.toml``
     timeout_cap_s = 5.0
     memory_cap_mb = 1024
     max_result_bytes_cap = 1048576
-    audit_interval_s = 0.0
+    max_decoded_bytes = 67108864     # what one chunk may decode to, bytes, and
+    max_decoded_ratio = 64.0         #   times its stored size (at least 16 MiB)
+    audit_interval_s = 10.0          # 0: no auditor
     audit_lookback_s = 120
-    audit_dcs = ["dc1"]
+    audit_max_keys = 2000            # chunk keys checked per round, at most
+    audit_dcs = ["dc1"]              # audited besides the dcs of received key groups
 
     [ring]                           # for the auditor: which chunks are this node's
     nodes = ["dev1@127.0.0.1", "dev2@127.0.0.1"]   # empty: every chunk (one node)
@@ -45,6 +48,7 @@ file are relative to the file's directory. See ``companion/example-config.toml``
     root = "/riak-events"
     auth = ""                        # digest "user:password" (the registry is world-readable)
     trusted_keys = ["keys/release.pub"]  # registry plugins run only if one of these signed
+    session_timeout_s = 10.0
 """
 
 from __future__ import annotations
@@ -56,6 +60,7 @@ from pathlib import Path
 from typing import Any
 
 from companion import defaults
+from eventstore.blob import DecodeLimits
 from eventstore.errors import InvalidName
 from eventstore.names import Namespaces
 from eventstore.riak.settings import RiakSettings
@@ -92,10 +97,13 @@ class CompanionSettings:
     timeout_cap_s: float = defaults.TIMEOUT_CAP_S
     memory_cap_mb: int = defaults.MEMORY_CAP_MB
     max_result_bytes_cap: int = defaults.MAX_RESULT_BYTES_CAP
+    max_decoded_bytes: int = defaults.MAX_DECODED_BYTES
+    max_decoded_ratio: float = defaults.MAX_DECODED_RATIO
     reload_interval_s: float = defaults.RELOAD_INTERVAL_S
     status_interval_s: float = defaults.STATUS_INTERVAL_S
     audit_interval_s: float = defaults.AUDIT_INTERVAL_S
     audit_lookback_s: int = defaults.AUDIT_LOOKBACK_S
+    audit_max_keys: int = defaults.AUDIT_MAX_KEYS
     audit_dcs: tuple[str, ...] = ()
     ring_nodes: tuple[str, ...] = ()
     ring_size: int = 64
@@ -105,6 +113,7 @@ class CompanionSettings:
     zk_hosts: str = defaults.ZK_HOSTS
     zk_root: str = defaults.ZK_ROOT
     zk_health_interval_s: float = defaults.ZK_HEALTH_INTERVAL_S
+    zk_session_timeout_s: float = defaults.ZK_SESSION_TIMEOUT_S
     zk_auth: str = ""
     trusted_keys: tuple[str, ...] = ()
 
@@ -117,6 +126,13 @@ class CompanionSettings:
     def cap(self) -> Limits:
         """The platform caps on every plugin's declared limits."""
         return Limits(self.timeout_cap_s, self.memory_cap_mb, self.max_result_bytes_cap)
+
+    @property
+    def decode_limits(self) -> DecodeLimits:
+        """What one chunk may decode to (``max_decoded_bytes``, ``max_decoded_ratio``)."""
+        return DecodeLimits(
+            max_decoded_bytes=self.max_decoded_bytes, max_decoded_ratio=self.max_decoded_ratio
+        )
 
     @property
     def registry_dir(self) -> Path:
@@ -167,15 +183,20 @@ _COMPANION_KEYS = {
     "timeout_cap_s",
     "memory_cap_mb",
     "max_result_bytes_cap",
+    "max_decoded_bytes",
+    "max_decoded_ratio",
     "reload_interval_s",
     "status_interval_s",
     "audit_interval_s",
     "audit_lookback_s",
+    "audit_max_keys",
     "audit_dcs",
 }
 _POSITIVE_INTS = {"workers", "threads", "max_parallel", "queue_max", "disable_after"}
-_POSITIVE_INTS |= {"memory_cap_mb", "max_result_bytes_cap", "audit_lookback_s"}
+_POSITIVE_INTS |= {"memory_cap_mb", "max_result_bytes_cap", "audit_lookback_s", "audit_max_keys"}
+_POSITIVE_INTS |= {"max_decoded_bytes"}
 _POSITIVE_FLOATS = {"max_wait_s", "timeout_cap_s", "reload_interval_s", "status_interval_s"}
+_POSITIVE_FLOATS |= {"max_decoded_ratio"}
 
 
 def load(config: Path | None = None, **overrides: Any) -> CompanionSettings:
@@ -201,7 +222,7 @@ def load(config: Path | None = None, **overrides: Any) -> CompanionSettings:
     zk = table(data, "zookeeper", source=source)
     unknown_keys(
         zk,
-        {"hosts", "root", "health_interval_s", "auth", "trusted_keys"},
+        {"hosts", "root", "health_interval_s", "session_timeout_s", "auth", "trusted_keys"},
         source=f"{source} [zookeeper]",
     )
     riak_table = dict(table(data, "riak", source=source))
@@ -291,6 +312,10 @@ def load(config: Path | None = None, **overrides: Any) -> CompanionSettings:
     if isinstance(interval, bool) or not isinstance(interval, int | float) or interval <= 0:
         raise SettingsError(f"{source} [zookeeper]: health_interval_s must be a positive number")
     values["zk_health_interval_s"] = float(interval)
+    session = zk.get("session_timeout_s", defaults.ZK_SESSION_TIMEOUT_S)
+    if isinstance(session, bool) or not isinstance(session, int | float) or session <= 0:
+        raise SettingsError(f"{source} [zookeeper]: session_timeout_s must be a positive number")
+    values["zk_session_timeout_s"] = float(session)
     values.update(_registry_trust(zk, base_dir, f"{source} [zookeeper]"))
     return replace(CompanionSettings(), **values)
 

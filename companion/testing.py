@@ -5,6 +5,12 @@ It writes nothing itself: give it a settings file. It starts
 file, waits until ``/healthz`` answers 200 (every worker has loaded its plugins when
 ``wait_workers`` status snapshots exist), and stops it with SIGTERM (then SIGKILL of its
 process group, so no worker or sandboxed child outlives it).
+
+Fault injection without code flags: :func:`forks_refused` puts running processes under
+a real kernel limit on new processes and threads (a pids cgroup as root, where
+``RLIMIT_NPROC`` does not apply; ``RLIMIT_NPROC`` otherwise), so ``fork`` fails with
+``EAGAIN`` as on a machine out of processes; :func:`children_of` finds a companion's
+workers.
 """
 
 from __future__ import annotations
@@ -13,8 +19,11 @@ import contextlib
 import http.client
 import json
 import os
+import resource
 import sys
 import time
+import uuid
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -26,7 +35,14 @@ from eventstore.process_harness import ServerProcess, environment_without
 from eventstore.riak import NotFound, Retry, RiakClient
 from substreams.results import ResultRecord, read_result
 
-__all__ = ["CompanionProcess", "Stack", "process_alive", "start_stack"]
+__all__ = [
+    "CompanionProcess",
+    "Stack",
+    "children_of",
+    "forks_refused",
+    "process_alive",
+    "start_stack",
+]
 
 
 class CompanionProcess(ServerProcess):
@@ -70,12 +86,21 @@ class CompanionProcess(ServerProcess):
         return self
 
     def request(
-        self, method: str, path: str, body: Any = None, *, timeout_s: float = 5.0
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        *,
+        raw: bytes | None = None,
+        timeout_s: float = 5.0,
     ) -> tuple[int, bytes]:
-        """One HTTP request; ``(0, b"")`` when the connection fails."""
+        """One HTTP request with ``body`` as JSON, or ``raw`` bytes as they are;
+        ``(0, b"")`` when the connection fails."""
         connection = http.client.HTTPConnection(self.host, self.port, timeout=timeout_s)
         try:
-            payload = None if body is None else json.dumps(body).encode()
+            payload = (
+                raw if raw is not None else None if body is None else json.dumps(body).encode()
+            )
             headers = {"Content-Type": "application/json"} if payload is not None else {}
             connection.request(method, path, body=payload, headers=headers)
             response = connection.getresponse()
@@ -107,6 +132,75 @@ def process_alive(pid: int) -> bool:
         state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
         return state != "Z"
     return False
+
+
+def children_of(pid: int) -> list[int]:
+    """The live child processes of ``pid`` (a companion master's: its workers)."""
+    children = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        with contextlib.suppress(OSError, IndexError, ValueError):
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            if int(fields[1]) == pid and fields[0] != "Z":
+                children.append(int(entry.name))
+    return sorted(children)
+
+
+def _pids_cgroup_root() -> Path | None:
+    """Where a pids cgroup can be made: cgroup v1's pids hierarchy, or v2's root."""
+    v1 = Path("/sys/fs/cgroup/pids")
+    if (v1 / "cgroup.procs").exists():
+        return v1
+    v2 = Path("/sys/fs/cgroup")
+    with contextlib.suppress(OSError):
+        if "pids" in (v2 / "cgroup.subtree_control").read_text().split():
+            return v2
+    return None
+
+
+@contextlib.contextmanager
+def forks_refused(pids: Sequence[int]) -> Iterator[None]:
+    """While inside, ``pids`` cannot make a process or a thread: ``fork`` and thread
+    starts fail with ``EAGAIN`` ("Resource temporarily unavailable"), as on a machine
+    out of processes. Their children made later inherit the limit.
+
+    Root is exempt from ``RLIMIT_NPROC``, so as root the processes are moved into a
+    pids cgroup of their own whose ``pids.max`` is their current count, and moved back
+    on exit; otherwise each gets ``RLIMIT_NPROC`` 1 (the user's processes and threads
+    are always more) and its old limit back on exit. (Moved back to the root of the
+    pids hierarchy, where a test process tree runs.)
+
+    Raises:
+        RuntimeError: neither mechanism is available (never a silent no-op).
+    """
+    if os.geteuid() != 0:
+        saved = {pid: resource.prlimit(pid, resource.RLIMIT_NPROC) for pid in pids}
+        for pid, (_, hard) in saved.items():
+            resource.prlimit(pid, resource.RLIMIT_NPROC, (1, hard))
+        try:
+            yield
+        finally:
+            for pid, limits in saved.items():
+                with contextlib.suppress(ProcessLookupError):
+                    resource.prlimit(pid, resource.RLIMIT_NPROC, limits)
+        return
+    root = _pids_cgroup_root()
+    if root is None:
+        raise RuntimeError("forks_refused: no pids cgroup controller to limit processes with")
+    group = root / f"riak-events-test-{uuid.uuid4().hex[:12]}"
+    group.mkdir()
+    try:
+        for pid in pids:  # moves every thread of the process
+            (group / "cgroup.procs").write_text(str(pid))
+        (group / "pids.max").write_text((group / "pids.current").read_text().strip())
+        yield
+    finally:
+        (group / "pids.max").write_text("max")
+        for member in (group / "cgroup.procs").read_text().split():
+            with contextlib.suppress(OSError):  # gone meanwhile
+                (root / "cgroup.procs").write_text(member)
+        group.rmdir()
 
 
 @dataclass
@@ -202,6 +296,7 @@ def start_stack(
     zk_hosts: str = "",
     zk_root: str = "/riak-events",
     zk_health_interval_s: float | None = None,
+    zk_session_timeout_s: float | None = None,
     zookeeper: dict[str, Any] | None = None,
 ) -> Stack:
     """Start a devnode whose hook drives a companion, with these plugin files.
@@ -214,6 +309,7 @@ def start_stack(
         zk_hosts: ZooKeeper for the companion (empty: none).
         zk_root: the companion's ZooKeeper root.
         zk_health_interval_s: refresh of the live znode and of the cluster view.
+        zk_session_timeout_s: the ZooKeeper session timeout the companion asks for.
         zookeeper: more ``[zookeeper]`` settings (``auth``, ``trusted_keys``...).
     """
     plugin_dir = root / "plugins"
@@ -243,6 +339,8 @@ def start_stack(
         lines += ["[zookeeper]", f'hosts = "{zk_hosts}"', f'root = "{zk_root}"']
         if zk_health_interval_s is not None:
             lines.append(f"health_interval_s = {zk_health_interval_s}")
+        if zk_session_timeout_s is not None:
+            lines.append(f"session_timeout_s = {zk_session_timeout_s}")
         lines += [f"{k} = {_toml_value(v)}" for k, v in (zookeeper or {}).items()]
     config = root / "companion.toml"
     config.write_text("\n".join(lines) + "\n")

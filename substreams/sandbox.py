@@ -35,8 +35,11 @@ killed        killed    died of a signal (SIGSEGV...) or exited without a result
 Failure semantics: each run is independent; one child's death never affects another's
 result. :func:`run_substreams` always returns one :class:`Outcome` per substream, never
 raises for anything a plugin does, and leaves no child behind (every child is reaped;
-its group is SIGKILLed). It must be called from one thread at a time per child set,
-but several threads may each run their own call.
+its group is SIGKILLed). When the machine cannot give it a pipe or a process (out of
+descriptors, processes or memory) it raises :class:`SandboxUnavailable` naming the
+call that failed, with the outcomes of the runs that had already ended. It must be
+called from one thread at a time per child set, but several threads may each run their
+own call.
 """
 
 from __future__ import annotations
@@ -53,7 +56,7 @@ from pathlib import Path
 
 from substreams.api import Context, Event, Substream
 from substreams.child import Job, Reported, SandboxViolation, Unencodable, child_main
-from substreams.errors import PluginLoadError
+from substreams.errors import PluginLoadError, SubstreamError
 from substreams.protocol import (
     EXIT_MEMORY,
     HEADER,
@@ -73,6 +76,7 @@ __all__ = [
     "Kind",
     "Limits",
     "Outcome",
+    "SandboxUnavailable",
     "SandboxViolation",
     "check_import",
     "run_in_child",
@@ -120,6 +124,22 @@ class Outcome:
         return self.kind == "ok"
 
 
+class SandboxUnavailable(SubstreamError, OSError):
+    """A child could not be started: ``pipe`` or ``fork`` failed (out of descriptors,
+    processes or memory). Nothing the plugin did; trying later may work.
+
+    Attributes:
+        outcomes: one entry per job, the outcome of each run that had already ended,
+            ``None`` for the others.
+    """
+
+    retriable = True
+
+    def __init__(self, message: str, outcomes: Sequence[Outcome | None] = ()) -> None:
+        super().__init__(message)
+        self.outcomes = list(outcomes)
+
+
 # -- the parent ---------------------------------------------------------------------------
 
 
@@ -154,9 +174,17 @@ class _Child:
 
 def _spawn(jobs: list[tuple[int, Job]], syscall_filter: bool = True) -> _Child:
     syscalls = program() if syscall_filter else None  # compiled once, before any fork
-    read_fd, write_fd = os.pipe()
+    try:
+        read_fd, write_fd = os.pipe()
+    except OSError as e:
+        raise SandboxUnavailable(f"sandbox: pipe failed: {e}") from e
     spawned = time.monotonic()
-    pid = os.fork()
+    try:
+        pid = os.fork()
+    except OSError as e:
+        os.close(read_fd)
+        os.close(write_fd)
+        raise SandboxUnavailable(f"sandbox: fork failed: {e}") from e
     if pid == 0:  # pragma: no cover - the child never returns
         os.close(read_fd)
         child_main(jobs, write_fd, syscalls)
@@ -326,6 +354,10 @@ def run_in_child(
 
     Returns:
         One outcome per job, in order.
+
+    Raises:
+        SandboxUnavailable: a pipe or a child could not be made; the children already
+            started are killed and reaped first.
     """
     names = [name for name, _, _ in jobs]
     outcomes: list[Outcome | None] = [None] * len(jobs)
@@ -338,7 +370,11 @@ def run_in_child(
     try:
         while pending or running:
             while pending and len(running) < max(1, max_parallel):
-                child = _spawn(pending.pop(0), syscall_filter)
+                try:
+                    child = _spawn(pending.pop(0), syscall_filter)
+                except SandboxUnavailable as e:
+                    e.outcomes = list(outcomes)
+                    raise
                 running[child.pid] = child
                 selector.register(child.read_fd, selectors.EVENT_READ, (child.pid, "pipe"))
                 if child.pidfd is not None:
@@ -441,6 +477,9 @@ def run_substreams(
     Returns:
         One outcome per substream, in order; ``payload`` of an ok outcome is the value
         to store; use :func:`stored_value` for any outcome.
+
+    Raises:
+        SandboxUnavailable: see :func:`run_in_child`.
     """
     own_list = isolation == "chunk" and len(substreams) > 1
     jobs = [
