@@ -4,15 +4,21 @@ One console script with a subcommand per capability. Subcommands are not importe
 each package declares its click commands in the ``riak_events.commands`` entry-point group
 of pyproject.toml, so a new package adds commands without touching this module. Every
 option can also be given as an environment variable ``RIAK_EVENTS_<COMMAND>_<OPTION>``.
+
+Error policy: a failure a command did not turn into a message of its own is printed as
+one line (``Error: <what>: <message>``) with exit status 1; the traceback is shown only
+with ``riak-events --debug <command> ...`` (or ``RIAK_EVENTS_DEBUG=1``). Ctrl-C exits
+with status 130 and no traceback.
 """
 
 from __future__ import annotations
 
-import logging
 from importlib.metadata import entry_points
 from typing import Any
 
 import click
+
+from eventstore.logformat import FORMATS, configure
 
 ENTRY_POINT_GROUP = "riak_events.commands"
 
@@ -40,6 +46,22 @@ class PluginGroup(click.Group):
             )
         return loaded
 
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except (click.ClickException, click.exceptions.Exit, click.Abort):
+            raise
+        except KeyboardInterrupt:
+            click.echo("interrupted", err=True)
+            ctx.exit(130)
+        except Exception as e:
+            if (ctx.obj or {}).get("debug"):
+                raise
+            text = str(e) or "(no message)"
+            raise click.ClickException(
+                f"{type(e).__name__}: {text} (riak-events --debug shows the traceback)"
+            ) from e
+
 
 @click.group(cls=PluginGroup, context_settings={"auto_envvar_prefix": "RIAK_EVENTS"})
 @click.option(
@@ -48,10 +70,17 @@ class PluginGroup(click.Group):
     show_default=True,
     type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False),
 )
+@click.option(
+    "--log-format",
+    default="plain",
+    show_default=True,
+    type=click.Choice(FORMATS),
+    help="One readable line per record, or one JSON object per line.",
+)
+@click.option("--debug", is_flag=True, help="Show the traceback of an unexpected failure.")
 @click.version_option(package_name="riak-events")
-def main(log_level: str) -> None:
+@click.pass_context
+def main(ctx: click.Context, log_level: str, log_format: str, debug: bool) -> None:
     """riak-events: event storage on Riak KV with server-side substreams."""
-    logging.basicConfig(
-        level=log_level.upper(),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
+    ctx.obj = {"debug": debug, "log_format": log_format}
+    configure(log_level, log_format)
