@@ -14,6 +14,13 @@ TIMEOUT_S = 10.0
 RETRY_MAX_TRIES = 4
 RETRY_DEADLINE_S = 15.0
 
+#: What one chunk may decode to (its decompressed body): at most this many bytes and
+#: this many times its stored size, but always 16 MiB (eventstore.blob.DecodeLimits;
+#: chunks we write stay under 8 MiB, realistic 500 KB ones hold ~1.3 MB). Over it:
+#: ChunkTooLarge, before anything is decompressed.
+MAX_DECODED_BYTES = 64 * 2**20
+MAX_DECODED_RATIO = 64.0
+
 #: Threads fetching and decoding chunks (and running fallbacks) in parallel.
 CONCURRENCY = 8
 #: Chunks fetched ahead of the consumer: bounds memory (at most this many decoded

@@ -85,6 +85,13 @@ class ChunkUnreadable(ConsumerError):
     bytes are on every replica, so not retriable)."""
 
 
+class ChunkTooLarge(ChunkUnreadable):
+    """The chunk would decode to more than the reader's cap (``Store(decode_limits=)``,
+    defaults in ``consumer_lib.defaults``): refused before it is decompressed. The
+    message names the decompressed size and the cap, in bytes; not retriable (the same
+    bytes are on every replica)."""
+
+
 class PluginNotFound(ConsumerError):
     """The substream's plugin is not in the plugin directories, entry points or registry
     the client was configured with, and a client-side fallback was needed."""

@@ -25,6 +25,10 @@ Failure semantics:
    last_write_wins the bad copy may be as new as the good one).
 5. **A result is unreadable** (bad checksum, not a result record): reported as such;
    the substream reader falls back to the full chunk.
+6. **A chunk would decode to more than** ``decode_limits`` allows (a small stored blob
+   claiming a huge body): :class:`ChunkTooLarge` naming the key, the size and the cap,
+   raised from the header before anything is decompressed; not retried (the same bytes
+   are on every replica).
 """
 
 from __future__ import annotations
@@ -38,16 +42,24 @@ from typing import Any
 
 from prometheus_client import Counter
 
+from consumer_lib import defaults
 from consumer_lib.errors import (
     ChunkCorrupt,
     ChunkMissing,
+    ChunkTooLarge,
     ChunkUnreadable,
     ConsumerError,
     MetadataUnreadable,
     StoreUnavailable,
 )
-from eventstore.blob import unpack_blob
-from eventstore.errors import BlobError, ChecksumMismatch, EventStoreError, InvalidName
+from eventstore.blob import DecodeLimits, unpack_blob
+from eventstore.errors import (
+    BlobError,
+    BlobTooLarge,
+    ChecksumMismatch,
+    EventStoreError,
+    InvalidName,
+)
 from eventstore.names import ChunkKey, ChunkRef, MetadataKey, Namespaces, parse_metadata
 from eventstore.riak import NotFound, Retry, RiakClient, RiakError
 from eventstore.riak.types import Quorum, RiakObject
@@ -107,6 +119,7 @@ class Store:
         r, notfound_ok: Riak read options of every GET (the seed: 1 and true).
         timeout_s: socket timeout of one request, seconds.
         retry: retry policy of the main client (on other nodes).
+        decode_limits: what one chunk may decode to (default: ``consumer_lib.defaults``).
     """
 
     def __init__(
@@ -118,8 +131,13 @@ class Store:
         notfound_ok: bool = True,
         timeout_s: float = 10.0,
         retry: Retry | None = None,
+        decode_limits: DecodeLimits | None = None,
     ) -> None:
         self.namespaces = namespaces
+        self.decode_limits = decode_limits or DecodeLimits(
+            max_decoded_bytes=defaults.MAX_DECODED_BYTES,
+            max_decoded_ratio=defaults.MAX_DECODED_RATIO,
+        )
         self.r = r
         self.notfound_ok = notfound_ok
         self._timeout_s = timeout_s
@@ -178,7 +196,9 @@ class Store:
                     raise ChunkMissing("chunk listed in metadata is missing", **where) from None
             first_node = obj.node or ""
             try:
-                return FetchedChunk(key, _events(obj.value, key), len(obj.value), first_node)
+                return FetchedChunk(
+                    key, _events(obj.value, key, self.decode_limits), len(obj.value), first_node
+                )
             except ChecksumMismatch as e:
                 log.warning("consumer: key=%s from %s: %s; trying other nodes", text, first_node, e)
                 CHECKSUM_RETRIES.inc()
@@ -210,7 +230,13 @@ class Store:
         for node in self._other_nodes(bad_node):
             try:
                 obj = self._client_of(node).get(*location, r=self.r, notfound_ok=False)
-                return FetchedChunk(key, _events(obj.value, key), len(obj.value), node, tuple(bad))
+                return FetchedChunk(
+                    key,
+                    _events(obj.value, key, self.decode_limits),
+                    len(obj.value),
+                    node,
+                    tuple(bad),
+                )
             except ChecksumMismatch as e:
                 log.warning("consumer: key=%s from %s: %s", text, node, e)
                 CHECKSUM_RETRIES.inc()
@@ -282,13 +308,19 @@ class Store:
             client.close()
 
 
-def _events(value: bytes, key: ChunkKey) -> list[dict[str, Any]]:
+def _events(value: bytes, key: ChunkKey, limits: DecodeLimits) -> list[dict[str, Any]]:
     """Verify and decode a chunk. ChecksumMismatch passes through (the caller retries)."""
     where: dict[str, Any] = {"epoch": key.epoch, "dc": key.dc, "key": key.format()}
     try:
-        events = unpack_blob(value, key=key.format())
+        events = unpack_blob(value, key=key.format(), limits=limits)
     except ChecksumMismatch:
         raise
+    except BlobTooLarge as e:
+        raise ChunkTooLarge(
+            f"chunk too large: decodes to {e.decoded_bytes} bytes, more than the cap of "
+            f"{e.cap_bytes} bytes for its {e.stored_bytes} stored bytes",
+            **where,
+        ) from e
     except BlobError as e:
         raise ChunkUnreadable(f"chunk does not decode: {e.reason}", **where) from e
     if not isinstance(events, list):
