@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from chaos_system import NetNamespace, TmpfsMount, system_support
+from chaos_system import NetNamespace, TmpfsMount, remove_stale_namespaces, system_support
 
 from companion.testing import CompanionProcess
 from eventstore import sereal
@@ -436,6 +436,8 @@ class Stack:
             why = system_support()
             if why:
                 raise RuntimeError(f"--netns needs root with iproute2: {why}")
+            for name in remove_stale_namespaces():
+                log.warning("removed network namespace %s of a run that is gone", name)
             pid = os.getpid()  # one /30 per run: 10.X.Y.0/30 from the pid
             self.netns = NetNamespace(f"chaos{pid}", f"10.{200 + pid // 256 % 50}.{pid % 256}")
             self.netns.create()

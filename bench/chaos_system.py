@@ -22,7 +22,14 @@ from pathlib import Path
 
 log = logging.getLogger(__name__)
 
-__all__ = ["CLEANUP", "Cleanup", "NetNamespace", "TmpfsMount", "system_support"]
+__all__ = [
+    "CLEANUP",
+    "Cleanup",
+    "NetNamespace",
+    "TmpfsMount",
+    "remove_stale_namespaces",
+    "system_support",
+]
 
 
 class Cleanup:
@@ -65,6 +72,21 @@ def system_support() -> str | None:
         if shutil.which(tool) is None:
             return f"{tool} not found (apt-get install iproute2 mount)"
     return None
+
+
+def remove_stale_namespaces(prefix: str = "chaos") -> list[str]:
+    """Delete ``<prefix><pid>`` namespaces (and their veth pairs) whose run is gone: a
+    run killed with SIGKILL could not clean up after itself. Returns the names removed."""
+    listed = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, check=False)
+    removed = []
+    for line in listed.stdout.splitlines():
+        name = line.split()[0] if line.split() else ""
+        pid = name[len(prefix) :]
+        if not name.startswith(prefix) or not pid.isdigit() or Path(f"/proc/{pid}").exists():
+            continue
+        NetNamespace(name, "0.0.0").delete()
+        removed.append(name)
+    return removed
 
 
 class NetNamespace:
