@@ -148,18 +148,19 @@ def test_zookeeper_stopped_under_a_running_relocator(
 def test_zookeeper_down_when_the_relocator_starts(
     *,
     tmp_path: Path,
-    session_devnode: DevnodeProcess,
-    riak: RiakClient,
+    devnode_factory: type[DevnodeProcess],
     dc: str,
     relocators: list[RelocatorProcess],
 ) -> None:
+    node = devnode_factory(tmp_path / "devnode").start()  # its own: PUTs are counted
     zk = ZooKeeperProcess(tmp_path / "zk")  # its port chosen, not started yet
+    riak = RiakClient([node.url])
     try:
         tcp, mport = free_port(), free_port()
         cfg = write_config(
             tmp_path / "r.toml",
             data_dir=tmp_path / "data",
-            clusters={"a": session_devnode.url},
+            clusters={"a": node.url},
             tcp_port=tcp,
             metrics_port=mport,
             writer_id=WRITER,
@@ -173,7 +174,10 @@ def test_zookeeper_down_when_the_relocator_starts(
         first_epoch = int(time.time())
         sender = AckedSender(tcp, dc, first_id=0).start()
         _until(lambda: len(sender.acked) > 300, "acks without ZooKeeper")
-        assert proc.status()["events_pushed"] == {"a": 0}  # pushing waits for the writer id
+        # sealed batches wait: not one chunk PUT while the writer id is not registered
+        _until(lambda: proc.status()["backlog"]["a"] >= 2, "batches sealed and held")
+        assert riak.stats()["node_puts_total"] == 0
+        assert proc.status()["events_pushed"] == {"a": 0}
 
         zk.start()
         _until(lambda: proc.http("/readyz")[0] == 200, "registered once ZooKeeper answers")
@@ -182,6 +186,7 @@ def test_zookeeper_down_when_the_relocator_starts(
         _until(lambda: _drained(proc.status(), tmp_path), "everything pushed")
         _check_stored(riak, dc, range(first_epoch - 1, int(time.time()) + 2), set(sender.acked))
     finally:
+        riak.close()
         zk.stop()
 
 
