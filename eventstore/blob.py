@@ -19,8 +19,8 @@ of zeros is ~30 KB per GiB). :class:`DecodeLimits` caps what a blob may decode t
 relative to its stored size and absolutely; :func:`unpack_blob` given limits reads the
 body's claimed size from the header (no decompression) and raises
 :class:`~eventstore.errors.BlobTooLarge` over the cap, then decompresses with the cap
-as the decompressor's limit. Design and figures: ``eventstore/DESIGN.md``, "Bounded
-decoding".
+as the decompressor's limit. Design and figures: ``eventstore/sereal/DESIGN.md``,
+"Bounded decoding".
 """
 
 from __future__ import annotations
