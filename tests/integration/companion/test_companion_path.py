@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from companion.testing import Stack, process_alive
+from companion.testing import Stack
 from eventstore.names import ChunkKey
 from relocator.events import generate_events
 from substreams.api import Context, declaration_of
@@ -122,7 +122,7 @@ def test_hostile_plugins_through_the_companion(
         "raises": "error",
         "oversized": "error",
         "forks": "error",
-        "forks_via_libc": "ok",
+        "forks_via_libc": "killed",  # the seccomp filter refuses fork through libc
         "opens_socket": "error",
         "writes_file": "error",
         "unencodable": "error",
@@ -137,16 +137,12 @@ def test_hostile_plugins_through_the_companion(
     assert got["web_5xx"].result == web_5xx.web_5xx(events, Context.of(keys[0]))
     assert got["good"].result["n"] == len(events)
     assert "memory" in (got["memory_bomb"].error or "")
-    assert "socket.connect" in (got["opens_socket"].error or "")
+    assert "socket.__new__ is not allowed" in (got["opens_socket"].error or "")
     assert "not allowed" in (got["writes_store"].error or "")
     assert stack.result("forged", keys[0]) is None
     # The companion still serves, and nothing the plugins started is left running.
     assert stack.companion.json("/healthz")["status"] == "ok"
-    grandchild = got["forks_via_libc"].result
-    deadline = time.monotonic() + 5
-    while process_alive(grandchild) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert not process_alive(grandchild)
+    assert "seccomp" in (got["forks_via_libc"].error or "")
     # Failures are shown by kind on the node's status.
     deadline = time.monotonic() + 5
     while time.monotonic() < deadline:

@@ -162,6 +162,7 @@ def test_the_app_accepts_key_groups_only_from_peers_and_only_well_formed(tmp_pat
                 ("POST", "/v1/substreams/nothing/enable", {}, "127.0.0.1"),
                 ("GET", "/healthz", None, "10.9.9.9"),
                 ("GET", "/", None, "10.9.9.9"),
+                ("GET", "/", None, "127.0.0.1"),
             ]:
                 raw = b"" if body is None else json.dumps(body).encode()
                 status, payload = await _asgi(app, method, path, raw, client)
@@ -170,11 +171,12 @@ def test_the_app_accepts_key_groups_only_from_peers_and_only_well_formed(tmp_pat
 
     results = asyncio.run(scenario())
     codes = [status for status, _ in results]
-    assert codes == [202, 403, 400, 400, 400, 404, 200, 200]
+    # /healthz is open to anyone; the status page only to status_peers (loopback).
+    assert codes == [202, 403, 400, 400, 400, 404, 200, 403, 200]
     assert json.loads(results[0][1]) == {"accepted": 2, "shed": 0}
     assert b"is not of epoch 1" in results[2][1]
     assert json.loads(results[6][1])["status"] == "ok"
-    assert b"no substreams loaded" in results[7][1]
+    assert b"no substreams loaded" in results[8][1]
 
 
 def test_the_example_config_loads_as_documented() -> None:
