@@ -28,12 +28,20 @@ from pathlib import Path
 from typing import Any, TextIO
 
 import click
-import httpx
 
 from consumer_lib.client import EventsClient
-from consumer_lib.errors import ConsumerError
+from consumer_lib.errors import ConsumerError, InvalidArgument
 from consumer_lib.ranges import EpochRange, parse_when
 from consumer_lib.types import Epoch, SubstreamResult, TaggedEvent
+from eventstore.options import (
+    CANONICAL,
+    aliased_option,
+    check_dc,
+    check_node_urls,
+    check_riak_node,
+)
+
+__all__ = ["check_riak_node", "cli_range", "parse_bound", "read", "tail"]
 
 #: Ranges longer than this (epochs) get a progress bar on an interactive stderr.
 PROGRESS_MIN_EPOCHS = 30
@@ -70,6 +78,10 @@ def _text_result(res: SubstreamResult) -> str:
     return f"{res.epoch} {res.dc} {res.type}:{res.subtype}:{res.chunk}  [{how}]  {payload}"
 
 
+def _dc(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    return None if value is None else check_dc(value)[0]
+
+
 def _client_options(command: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """The options of both commands; renamed parameters get their variable explicitly,
     so every option reads ``RIAK_EVENTS_<COMMAND>_<OPTION>``."""
@@ -82,11 +94,21 @@ def _client_options(command: str) -> Callable[[Callable[..., Any]], Callable[...
                 "nodes",
                 multiple=True,
                 envvar=env + "NODE",
-                help="Riak HTTP URL (repeat for more).",
+                help="Riak HTTP URL, http://HOST:PORT (repeat for more).",
             ),
-            click.option("--zookeeper", default=None, help="ZooKeeper hosts: pick live nodes."),
+            aliased_option(
+                "--zookeeper",
+                aliases=("--zk-hosts",),
+                default=None,
+                help="ZooKeeper hosts HOST:PORT[,...]: read from its live nodes.",
+            ),
             click.option("--zk-root", default="/riak-events", show_default=True),
-            click.option("--dc", required=True, help="The data centre."),
+            click.option(
+                "--dc",
+                required=True,
+                callback=_dc,
+                help="The data centre (" + CANONICAL["--dc"] + ").",
+            ),
             click.option(
                 "--type",
                 "types",
@@ -133,7 +155,7 @@ def _substream_options(command: str) -> Callable[[Callable[..., Any]], Callable[
                 "plugin_dirs",
                 multiple=True,
                 envvar=env + "PLUGIN_DIR",
-                type=click.Path(path_type=Path, file_okay=False),
+                type=click.Path(path_type=Path, file_okay=False, exists=True),
                 help="Plugin directory for the fallback (the companions').",
             ),
             click.option("--entry-points/--no-entry-points", default=True, show_default=True),
@@ -152,28 +174,39 @@ def _substream_options(command: str) -> Callable[[Callable[..., Any]], Callable[
     return decorate
 
 
-def check_riak_node(url: str, *, timeout_s: float = 5.0) -> None:
-    """Raise ``click.ClickException`` unless ``url`` answers Riak's ``GET /ping`` with 200.
+def parse_bound(value: str, option: str, *, now: float) -> int:
+    """One ``--start``/``--end`` value as an epoch: an epoch, an ISO-8601 datetime (UTC
+    when it has no zone), ``now`` or ``now-N[smhd]``.
 
-    A companion, a relocator or any other HTTP server answers 404 there: reading from it
-    would look like a range without data.
+    Raises:
+        click.BadParameter: naming ``option`` and the forms accepted.
     """
-    ping = url.rstrip("/") + "/ping"
     try:
-        answer = httpx.get(ping, timeout=timeout_s)
-    except httpx.HTTPError as e:
-        raise click.ClickException(
-            f"node {url}: cannot reach it ({type(e).__name__}: {e}); is Riak (or the devnode) "
-            "running there?"
-        ) from None
-    if answer.status_code != 200:
-        raise click.ClickException(
-            f"node {url} does not answer as Riak: GET /ping answered HTTP {answer.status_code} "
-            "(Riak's HTTP port is 8098 by default; 5000 is a companion's)"
+        return parse_when(value, now=now)
+    except InvalidArgument as e:
+        raise click.BadParameter(str(e), param_hint=option) from None
+
+
+def cli_range(start: str, end: str, *, now: float | None = None) -> EpochRange:
+    """``--start``/``--end`` as the epoch range ``[start, end)``.
+
+    Raises:
+        click.BadParameter: a bound of no known form, or ``--end`` before ``--start``.
+    """
+    now = time.time() if now is None else now
+    first = parse_bound(start, "--start", now=now)
+    stop = parse_bound(end, "--end", now=now)
+    if stop < first:
+        raise click.BadParameter(
+            f"the range [{first}, {stop}) ends before it starts ({end!r} < --start "
+            f"{start!r}); ranges are [start, end), end exclusive",
+            param_hint="--end",
         )
+    return EpochRange(first, stop)
 
 
 def _client(nodes: tuple[str, ...], zookeeper: str | None, zk_root: str, **kw: Any) -> EventsClient:
+    nodes = check_node_urls(nodes)
     if not nodes and not zookeeper:
         nodes = ("http://127.0.0.1:8098",)
     for node in nodes:
@@ -198,8 +231,8 @@ def _progress(show: bool, epochs: EpochRange) -> AbstractContextManager[Any]:
 
 @click.command()
 @_client_options("read")
-@click.option("--start", required=True, help="Epoch, ISO datetime (UTC), now, now-15m...")
-@click.option("--end", required=True, help="Exclusive end, same forms as --start.")
+@click.option("--start", required=True, help=CANONICAL["--start"] + ".")
+@click.option("--end", required=True, help=CANONICAL["--end"] + ".")
 @_substream_options("read")
 @click.option("--progress/--no-progress", default=None, help="Progress bar on stderr.")
 def read(  # noqa: PLR0917 (one parameter per click option)
@@ -224,9 +257,8 @@ def read(  # noqa: PLR0917 (one parameter per click option)
 
     Exit status: 0 data was written, 1 an error (one line on stderr), 3 the range holds
     no data for the dc and filters."""
-    now = time.time()
+    epochs = cli_range(start, end)
     try:
-        epochs = EpochRange(parse_when(start, now=now), parse_when(end, now=now))
         show = (
             progress
             if progress is not None
@@ -315,8 +347,12 @@ def _write_results(
     default=None,
     help="Position file: resume from it, save to it.",
 )
-@click.option("--start", default=None, help="First epoch without a saved position.")
-@click.option("--until", default=None, help="Stop before this epoch (default: never).")
+@click.option(
+    "--start", default=None, help="First epoch without a saved position (forms of read --start)."
+)
+@aliased_option(
+    "--end", aliases=("--until",), default=None, help="Stop before this epoch (default: never)."
+)
 @click.option("--lag", "lag_s", type=float, default=5.0, show_default=True, help="Seconds.")
 @click.option("--late-wait", "late_wait_s", type=float, default=30.0, show_default=True)
 @_substream_options("tail")
@@ -332,7 +368,7 @@ def tail(  # noqa: PLR0917 (one parameter per click option)
     prefetch: int,
     position: Path | None,
     start: str | None,
-    until: str | None,
+    end: str | None,
     lag_s: float,
     late_wait_s: float,
     substream: str | None,
@@ -345,8 +381,8 @@ def tail(  # noqa: PLR0917 (one parameter per click option)
     now = time.time()
     options: dict[str, Any] = {
         "position": position,
-        "start": None if start is None else parse_when(start, now=now),
-        "until": None if until is None else parse_when(until, now=now),
+        "start": None if start is None else parse_bound(start, "--start", now=now),
+        "until": None if end is None else parse_bound(end, "--end", now=now),
         "types": types or None,
         "subtypes": subtypes or None,
         "lag_s": lag_s,

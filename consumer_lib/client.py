@@ -27,6 +27,7 @@ Ranges: ``start`` inclusive, ``end`` exclusive, as epochs or aware datetimes
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -38,7 +39,7 @@ from consumer_lib import defaults, fullstream, substream
 from consumer_lib.discovery import configured_nodes, live_nodes, zk_client
 from consumer_lib.errors import InvalidArgument
 from consumer_lib.plugins import PluginCatalog
-from consumer_lib.ranges import EpochRange, When
+from consumer_lib.ranges import EpochRange, When, epoch_of
 from consumer_lib.store import Store
 from consumer_lib.substream import FallbackMode, SubstreamReader
 from consumer_lib.tail import Tail
@@ -76,7 +77,8 @@ class EventsClient:
         concurrency: threads fetching, decoding and running fallbacks.
         prefetch: chunks fetched ahead of the consumer (bounds memory).
         metadata_depth: epochs whose metadata is read ahead.
-        plugin_dirs: plugin directories for the fallback (the companions').
+        plugin_dirs: plugin directories for the fallback (the companions'), as paths
+            or strings.
         use_entry_points: also installed ``riak_events.substreams`` plugins.
         trusted_keys: public key files or base64 keys: registry plugins signed by one
             of them may run in the fallback (none: registry plugins are never imported).
@@ -101,7 +103,7 @@ class EventsClient:
         concurrency: int = defaults.CONCURRENCY,
         prefetch: int = defaults.PREFETCH_CHUNKS,
         metadata_depth: int = defaults.METADATA_DEPTH,
-        plugin_dirs: Sequence[Path] = (),
+        plugin_dirs: Sequence[str | os.PathLike[str]] | str | os.PathLike[str] = (),
         use_entry_points: bool = True,
         trusted_keys: Sequence[str] = (),
     ) -> None:
@@ -289,9 +291,9 @@ class EventsClient:
         self,
         dc: str,
         *,
-        position: Path | None = None,
-        start: int | None = None,
-        until: int | None = None,
+        position: str | os.PathLike[str] | None = None,
+        start: When | None = None,
+        until: When | None = None,
         types: Filter = None,
         subtypes: Filter = None,
         lag_s: float = defaults.TAIL_LAG_S,
@@ -303,9 +305,10 @@ class EventsClient:
 
         Args:
             dc: the data centre.
-            position: a position file to resume from and save to.
-            start: first epoch when there is no saved position (default: the newest due).
-            until: stop before this epoch (None: forever).
+            position: a position file (path or string) to resume from and save to.
+            start: first epoch when there is no saved position (default: the newest
+                due); an epoch, an aware datetime or a string (``consumer_lib.ranges``).
+            until: stop before this epoch (None: forever); same forms as ``start``.
             types, subtypes: as :meth:`epochs`.
             lag_s, late_wait_s, poll_s: seconds; see the module.
             clock: ``clock=`` and ``sleep=`` replacements, for tests.
@@ -325,12 +328,12 @@ class EventsClient:
             self.store,
             dc,
             read,
-            position=position,
-            start=start,
+            position=None if position is None else Path(position),
+            start=None if start is None else epoch_of(start),
             lag_s=lag_s,
             late_wait_s=late_wait_s,
             poll_s=poll_s,
-            until=until,
+            until=None if until is None else epoch_of(until, end=True),
             **clock,
         )
 
@@ -339,9 +342,9 @@ class EventsClient:
         name: str,
         dc: str,
         *,
-        position: Path | None = None,
-        start: int | None = None,
-        until: int | None = None,
+        position: str | os.PathLike[str] | None = None,
+        start: When | None = None,
+        until: When | None = None,
         types: Filter = None,
         subtypes: Filter = None,
         fallback: FallbackMode = "auto",
@@ -370,12 +373,12 @@ class EventsClient:
             self.store,
             dc,
             read,
-            position=position,
-            start=start,
+            position=None if position is None else Path(position),
+            start=None if start is None else epoch_of(start),
             lag_s=lag_s,
             late_wait_s=late_wait_s,
             poll_s=poll_s,
-            until=until,
+            until=None if until is None else epoch_of(until, end=True),
             **clock,
         )
 

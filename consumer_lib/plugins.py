@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import tempfile
 import threading
 from collections.abc import Sequence
@@ -37,15 +38,25 @@ from substreams.signing import TrustedKeys
 
 log = logging.getLogger(__name__)
 
-__all__ = ["PluginCatalog"]
+__all__ = ["PluginCatalog", "path_list"]
+
+
+def path_list(
+    paths: Sequence[str | os.PathLike[str]] | str | os.PathLike[str],
+) -> tuple[Path, ...]:
+    """``paths`` as a tuple of :class:`~pathlib.Path`: a sequence of strings or paths,
+    or one string or path (not split into characters)."""
+    if isinstance(paths, str | os.PathLike):
+        return (Path(paths),)
+    return tuple(Path(p) for p in paths)
 
 
 class PluginCatalog:
     """Substream plugins by name, from directories, entry points and the registry.
 
     Args:
-        directories: plugin directories, in priority order (the companion's
-            ``plugin_dirs``).
+        directories: plugin directories (paths or strings; one string is one
+            directory), in priority order (the companion's ``plugin_dirs``).
         use_entry_points: also the installed ``riak_events.substreams`` plugins.
         zk_client: a started kazoo client to read the ZooKeeper registry from, or None.
         zk_root: our ZooKeeper root.
@@ -58,7 +69,7 @@ class PluginCatalog:
 
     def __init__(
         self,
-        directories: Sequence[Path] = (),
+        directories: Sequence[str | os.PathLike[str]] | str | os.PathLike[str] = (),
         *,
         use_entry_points: bool = True,
         zk_client: Any = None,
@@ -71,7 +82,7 @@ class PluginCatalog:
             raise InvalidArgument(str(e)) from e
         #: registry file -> why it was refused.
         self.rejected: dict[str, str] = {}
-        self._directories = tuple(directories)
+        self._directories = path_list(directories)
         self._use_entry_points = use_entry_points
         self._zk_client = zk_client if self._trust else None
         if zk_client is not None and not self._trust:

@@ -118,7 +118,7 @@ def relocator(
     """Receive events, aggregate them per epoch, and push chunks then metadata to Riak."""
     from eventstore.dirlock import DirectoryLocked  # noqa: PLC0415
     from relocator.daemon import Relocator  # noqa: PLC0415 (heavy imports only when run)
-    from relocator.errors import RelocatorError  # noqa: PLC0415
+    from relocator.errors import ListenFailed, RelocatorError  # noqa: PLC0415
     from relocator.ops import OpsServer  # noqa: PLC0415
 
     try:
@@ -160,14 +160,21 @@ def relocator(
     ops = None
     if settings.metrics_listen:
         host, port = parse_listen(settings.metrics_listen, source="metrics_listen")
-        ops = OpsServer(
-            host,
-            port,
-            registry=daemon.metrics.registry,
-            status=daemon.status,
-            healthy=lambda: daemon.writer.failed is None,
-            ready=daemon.readiness,
-        )
+        try:
+            ops = OpsServer(
+                host,
+                port,
+                registry=daemon.metrics.registry,
+                status=daemon.status,
+                healthy=lambda: daemon.writer.failed is None,
+                ready=daemon.readiness,
+            )
+        except OSError as e:
+            # What intake took meanwhile is journaled: shutdown keeps it for next start.
+            daemon.shutdown(drain_s=0.0)
+            raise click.ClickException(
+                str(ListenFailed("metrics_listen", settings.metrics_listen, e))
+            ) from e
         ops.start()
     log.info(
         "relocator: writer %d running; clusters %s",

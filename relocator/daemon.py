@@ -42,7 +42,13 @@ from eventstore.dirlock import lock_directory
 from eventstore.settings import parse_listen
 from relocator.aggregator import Aggregator
 from relocator.batch import Batch
-from relocator.errors import BadSpoolFile, CoordinationUnavailable, ExtraMissing, OwnershipLost
+from relocator.errors import (
+    BadSpoolFile,
+    CoordinationUnavailable,
+    ExtraMissing,
+    ListenFailed,
+    OwnershipLost,
+)
 from relocator.intake.spool import Spool, SpoolFile
 from relocator.intake.tcp import TcpIntake
 from relocator.intake.udp import UdpIntake
@@ -265,8 +271,12 @@ class Relocator:
         )
 
     def start(self) -> None:
-        """Recover, then start ZooKeeper, pushers, the journal writer and intake."""
-        s = self.settings
+        """Recover, then start ZooKeeper, pushers, the journal writer and intake.
+
+        Raises:
+            ListenFailed: a UDP or TCP listen address cannot be opened (everything
+                started is stopped again first).
+        """
         try:
             self.recover()
             if self.zk:
@@ -278,26 +288,35 @@ class Relocator:
             backlog = [b for b, ix in self._index.items() if pusher.name not in ix.clusters]
             pusher.start(backlog)
         self.writer.start()
-        if s.udp_listen:
-            host, port = parse_listen(s.udp_listen, source="udp_listen")
-            self.udp = UdpIntake(
-                host,
-                port,
-                writer=self.writer,
-                metrics=self.metrics,
-                max_event_bytes=s.max_event_bytes,
-            )
-            self.udp.start()
-        if s.tcp_listen:
-            host, port = parse_listen(s.tcp_listen, source="tcp_listen")
-            self.tcp = TcpIntake(
-                host,
-                port,
-                writer=self.writer,
-                metrics=self.metrics,
-                max_event_bytes=s.max_event_bytes,
-            )
-            self.tcp.start()
+        try:
+            self._start_intake()
+        except ListenFailed:
+            self.shutdown(drain_s=0.0)  # nothing was received: stop what was started
+            raise
+
+    def _start_intake(self) -> None:
+        """Open the UDP and TCP listeners; a port in use is :class:`ListenFailed`."""
+        s = self.settings
+        for setting, address in (("udp_listen", s.udp_listen), ("tcp_listen", s.tcp_listen)):
+            if not address:
+                continue
+            host, port = parse_listen(address, source=setting)
+            kind = UdpIntake if setting == "udp_listen" else TcpIntake
+            try:
+                intake = kind(
+                    host,
+                    port,
+                    writer=self.writer,
+                    metrics=self.metrics,
+                    max_event_bytes=s.max_event_bytes,
+                )
+            except OSError as e:
+                raise ListenFailed(setting, address, e) from e
+            intake.start()
+            if isinstance(intake, UdpIntake):
+                self.udp = intake
+            else:
+                self.tcp = intake
 
     def run(self) -> None:
         """The coordinator loop, until :meth:`request_stop`; then a clean shutdown."""

@@ -14,6 +14,23 @@ class RelocatorError(Exception):
     retriable: ClassVar[bool] = False
 
 
+class ListenFailed(RelocatorError):
+    """A listening socket (``udp_listen``, ``tcp_listen``, ``metrics_listen``) could not
+    be opened: the address is in use, not this host's, or needs privileges.
+
+    Args:
+        setting: the setting that names the address.
+        address: ``HOST:PORT``.
+        error: the operating system's error.
+    """
+
+    def __init__(self, setting: str, address: str, error: OSError) -> None:
+        self.setting = setting
+        self.address = address
+        reason = (error.strerror or str(error)).lower()
+        super().__init__(f"relocator: cannot listen on {address} ({setting}): {reason}")
+
+
 class MalformedFrame(RelocatorError):
     """An intake frame that does not follow the wire format (``relocator.wire``)."""
 

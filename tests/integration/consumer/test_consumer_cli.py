@@ -98,7 +98,7 @@ def test_read_refuses_a_node_that_is_not_riak_and_names_an_empty_range(
     assert empty.stdout == ""
     assert f"no epochs with data for dc {dc}x in [{E0}, {E0 + 1})" in empty.stderr
     backwards = run("read", "--node", node, "--dc", dc, "--start", str(E0 + 1), "--end", str(E0))
-    assert backwards.returncode == 1
+    assert backwards.returncode == 2  # bad input: a usage error, as in every command
     assert "ends before it starts" in backwards.stderr
 
 

@@ -1,0 +1,191 @@
+"""The command-line conventions every ``riak-events`` command shares.
+
+One name per meaning across all subcommands: ``--node`` (a Riak HTTP URL, repeatable),
+``--zookeeper`` (``host:port[,host:port]``), ``--dc``, ``--start``/``--end`` (an epoch
+range ``[start, end)``), ``--json`` (the report as JSON). Names used before these were
+chosen (``--riak``, ``--devnode``, ``--zk-hosts``) stay as hidden aliases that print a
+deprecation warning; :data:`CANONICAL` and :data:`DEPRECATED` list them, and a test
+walks every command to check that no command drifts.
+
+Also the checks that turn a routine mistake into one line naming what to fix, made
+before anything is started: :func:`node_url_error` (a node given without ``http://``),
+:func:`check_riak_node` (a URL that does not answer as Riak), :func:`check_dc`.
+
+Pure click and httpx; nothing here reads the environment except through click.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
+from urllib.parse import urlsplit
+
+import click
+import httpx
+
+from eventstore.errors import InvalidName
+from eventstore.names import MetadataKey
+
+__all__ = [
+    "CANONICAL",
+    "DEPRECATED",
+    "aliased_option",
+    "check_dc",
+    "check_node_urls",
+    "check_riak_node",
+    "json_option",
+    "node_url_error",
+]
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+#: Option name -> its one meaning, the same in every command that takes it.
+CANONICAL = {
+    "--node": "a Riak HTTP URL, http://HOST:PORT (repeatable)",
+    "--zookeeper": "ZooKeeper hosts HOST:PORT[,HOST:PORT]",
+    "--dc": "a data centre token [A-Za-z0-9_]+",
+    "--start": "first epoch of [start, end): epoch, ISO-8601 (UTC if no zone), now, now-5m",
+    "--end": "exclusive end of [start, end), same forms as --start",
+    "--json": "print the report or list as JSON",
+}
+
+#: Old option name -> the canonical one; accepted, hidden from --help, warned about.
+DEPRECATED = {"--riak": "--node", "--devnode": "--node", "--zk-hosts": "--zookeeper"}
+
+_ALIAS_META = "riak_events.aliases"
+
+
+def aliased_option(
+    *decls: str, aliases: Sequence[str] = (), alias_envvars: Sequence[str] = (), **kw: Any
+) -> Callable[[F], F]:
+    """A click option plus hidden deprecated aliases of it.
+
+    Args:
+        decls: the canonical option's declarations (``"--node", "nodes"``).
+        aliases: old names (``"--riak"``): accepted, hidden, and each use prints
+            ``warning: --riak is deprecated; use --node`` on stderr.
+        alias_envvars: environment variables the old names were read from (still read).
+        kw: the canonical option's click settings; ``required=True`` is checked after
+            the aliases are taken into account.
+
+    Returns:
+        A decorator adding the aliases and the option (the value arrives under the
+        canonical option's parameter name).
+    """
+    required = bool(kw.pop("required", False))
+    canonical = next(d for d in decls if d.startswith("--"))
+    user_callback = kw.pop("callback", None)
+    multiple = bool(kw.get("multiple"))
+
+    def take(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
+        assert param.name is not None
+        source = ctx.get_parameter_source(param.name)
+        aliased = ctx.meta.get(_ALIAS_META, {}).get(param.name)
+        if aliased is not None and source is not click.core.ParameterSource.COMMANDLINE:
+            value = aliased
+        if required and value in (None, ()):
+            raise click.MissingParameter(ctx=ctx, param=param)
+        return user_callback(ctx, param, value) if user_callback else value
+
+    def decorate(f: F) -> F:
+        f = click.option(*decls, callback=take, required=False, **kw)(f)
+        dest = f.__click_params__[-1].name  # type: ignore[attr-defined]
+        for i, old in enumerate(aliases):
+
+            def stash(
+                ctx: click.Context, param: click.Parameter, value: Any, old: str = old
+            ) -> None:
+                if value in (None, ()):
+                    return
+                click.echo(f"warning: {old} is deprecated; use {canonical}", err=True)
+                ctx.meta.setdefault(_ALIAS_META, {})[dest] = value
+
+            envvar = alias_envvars[i] if i < len(alias_envvars) else None
+            f = click.option(
+                old,
+                f"{dest}__alias_{i}",
+                hidden=True,
+                expose_value=False,
+                multiple=multiple,
+                callback=stash,
+                envvar=envvar,
+                type=kw.get("type"),
+            )(f)
+        return f
+
+    return decorate
+
+
+def json_option(f: F) -> F:
+    """``--json``: print the report or list as JSON (parameter ``as_json``)."""
+    return click.option("--json", "as_json", is_flag=True, help=CANONICAL["--json"] + ".")(f)
+
+
+def node_url_error(url: str) -> str | None:
+    """Why ``url`` is not a Riak HTTP URL (``http://host:port``), or None if it is."""
+    parts = urlsplit(url.strip())
+    try:
+        port = parts.port
+    except ValueError:
+        port = -1
+    if parts.scheme != "http" or not parts.hostname or port == -1:
+        return f"{url!r} is not a Riak HTTP URL: give http://HOST:PORT, e.g. http://127.0.0.1:8098"
+    return None
+
+
+def check_node_urls(urls: Sequence[str], *, param_hint: str = "--node") -> tuple[str, ...]:
+    """The URLs (comma-separated entries split), each checked by :func:`node_url_error`.
+
+    Raises:
+        click.BadParameter: a URL without ``http://``, host or valid port.
+    """
+    found = tuple(n.strip().rstrip("/") for raw in urls for n in raw.split(",") if n.strip())
+    for url in found:
+        problem = node_url_error(url)
+        if problem:
+            raise click.BadParameter(problem, param_hint=param_hint)
+    return found
+
+
+def check_riak_node(url: str, *, timeout_s: float = 5.0) -> None:
+    """Raise ``click.ClickException`` unless ``url`` answers Riak's ``GET /ping`` with 200.
+
+    A companion, a relocator or any other HTTP server answers 404 there: reading from it
+    would look like a range without data.
+    """
+    problem = node_url_error(url)
+    if problem:
+        raise click.ClickException(f"node {problem}")
+    ping = url.rstrip("/") + "/ping"
+    try:
+        answer = httpx.get(ping, timeout=timeout_s)
+    except httpx.HTTPError as e:
+        raise click.ClickException(
+            f"node {url}: cannot reach it ({type(e).__name__}: {e}); is Riak (or the devnode) "
+            "running there?"
+        ) from None
+    if answer.status_code != 200:
+        raise click.ClickException(
+            f"node {url} does not answer as Riak: GET /ping answered HTTP {answer.status_code} "
+            "(Riak's HTTP port is 8098 by default; 5000 is a companion's)"
+        )
+
+
+def check_dc(value: str, *, param_hint: str = "--dc", several: bool = False) -> list[str]:
+    """The dc (or, with ``several``, the comma-separated dcs), each a valid token.
+
+    Raises:
+        click.BadParameter: a dc that is not ``[A-Za-z0-9_]+`` (``ams-4``), or none.
+    """
+    dcs = [d.strip() for d in value.split(",")] if several else [value]
+    if not dcs or not all(dcs):
+        raise click.BadParameter(f"no dc in {value!r}", param_hint=param_hint)
+    for dc in dcs:
+        try:
+            MetadataKey(0, dc)
+        except InvalidName:
+            raise click.BadParameter(
+                f"{dc!r} is not a dc: a dc is letters, digits and '_' (e.g. ams4)",
+                param_hint=param_hint,
+            ) from None
+    return dcs
