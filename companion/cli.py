@@ -1,7 +1,9 @@
 """``riak-events companion``: serve the companion under gunicorn with pre-forked workers.
 
 Every option can also be given as ``RIAK_EVENTS_COMPANION_<OPTION>`` (e.g.
-``RIAK_EVENTS_COMPANION_CONFIG``, ``RIAK_EVENTS_COMPANION_LISTEN``). gunicorn runs in
+``RIAK_EVENTS_COMPANION_CONFIG``, ``RIAK_EVENTS_COMPANION_NODE``). The old names
+``--riak`` and ``--zk-hosts`` are hidden aliases of ``--node`` and ``--zookeeper``; a
+node URL without ``http://`` is refused before gunicorn starts. gunicorn runs in
 this process as the master (``-k asgi``: gunicorn's native ASGI worker); each worker
 builds its own app resources after the fork. The master also holds the ZooKeeper
 session (live-node znode and registry mirror, made in the background: the companion
@@ -26,6 +28,7 @@ import click
 from companion import defaults
 from companion.settings import CompanionSettings, load
 from eventstore.dirlock import DirectoryLock, DirectoryLocked, lock_directory
+from eventstore.options import aliased_option, check_node_urls
 from eventstore.settings import SettingsError
 
 log = logging.getLogger(__name__)
@@ -136,6 +139,32 @@ def serve(settings: CompanionSettings, lock: DirectoryLock) -> None:
     lock.release()
 
 
+def _riak_urls(values: tuple[str, ...]) -> tuple[str, ...]:
+    for value in values:
+        if "@" in value and "://" not in value:  # the logical name, --node before 0.x
+            raise click.BadParameter(
+                f"{value!r} looks like a node name: --node is this node's Riak URL "
+                "(http://HOST:PORT); give the logical name as --node-name",
+                param_hint="--node",
+            )
+    return check_node_urls(values)
+
+
+def _warn_missing_dirs(settings: CompanionSettings, config: Path | None) -> None:
+    """A configured plugins directory that does not exist is watched (a plugin dropped
+    there later is loaded), but is most often a typo or a path taken against the wrong
+    directory: say so."""
+    where = f"plugin_dirs of {config}" if config else "--plugin-dir"
+    for directory in settings.plugin_dirs:
+        if not directory.is_dir():
+            log.warning(
+                "companion: plugins directory %s does not exist (%s; relative paths are "
+                "taken from the config file's directory); create it or fix the setting",
+                directory,
+                where,
+            )
+
+
 @click.command()
 @click.option(
     "--config",
@@ -145,7 +174,11 @@ def serve(settings: CompanionSettings, lock: DirectoryLock) -> None:
 @click.option(
     "--listen", metavar="HOST:PORT", help=f"Address to serve on. [default: {defaults.LISTEN}]"
 )
-@click.option("--node", help="This node's logical name (ZooKeeper, status page).")
+@click.option(
+    "--node-name",
+    "node",
+    help="This node's logical name (ZooKeeper, status page), [companion] node.",
+)
 @click.option("--workers", type=click.IntRange(1, 256), help="gunicorn worker processes.")
 @click.option("--threads", type=click.IntRange(1, 256), help="Chunk threads per worker.")
 @click.option(
@@ -161,8 +194,24 @@ def serve(settings: CompanionSettings, lock: DirectoryLock) -> None:
     help="A plugins directory (repeatable; replaces [companion] plugin_dirs).",
 )
 @click.option("--peer", "peers", multiple=True, help="An allowed peer address or network.")
-@click.option("--riak", "riak_nodes", multiple=True, help="A Riak node URL (repeatable).")
-@click.option("--zk-hosts", help="ZooKeeper hosts, e.g. 127.0.0.1:2181 (empty: none).")
+@aliased_option(
+    "--node",
+    "riak_nodes",
+    multiple=True,
+    aliases=("--riak",),
+    alias_envvars=("RIAK_EVENTS_COMPANION_RIAK_NODES",),
+    envvar="RIAK_EVENTS_COMPANION_NODE",
+    callback=lambda ctx, param, value: _riak_urls(value),
+    help="This node's Riak HTTP URL, http://HOST:PORT (repeatable; replaces [riak] nodes).",
+)
+@aliased_option(
+    "--zookeeper",
+    "zk_hosts",
+    aliases=("--zk-hosts",),
+    alias_envvars=("RIAK_EVENTS_COMPANION_ZK_HOSTS",),
+    envvar="RIAK_EVENTS_COMPANION_ZOOKEEPER",
+    help="ZooKeeper hosts HOST:PORT[,...] (empty: none; replaces [zookeeper] hosts).",
+)
 def companion(config: Path | None, **overrides: Any) -> None:
     """Run substreams next to the data: receive key groups from the hook, run every
     plugin sandboxed on each chunk, store the results."""
@@ -170,6 +219,7 @@ def companion(config: Path | None, **overrides: Any) -> None:
         settings = load(config, **overrides)
     except SettingsError as e:
         raise click.ClickException(str(e)) from e
+    _warn_missing_dirs(settings, config)
     try:
         lock = lock_directory(settings.state_dir)
     except DirectoryLocked as e:

@@ -2,7 +2,9 @@
 
 Sources, later ones winning: ``defaults.py``; the TOML file (``--config``); the CLI
 flags, each also read from ``RIAK_EVENTS_COMPANION_<OPTION>``. Relative paths in the
-file are relative to the file's directory. See ``companion/example-config.toml``::
+file are relative to the file's directory; on the command line, to the current
+directory; the default state directory is ``var/companion`` under the current directory.
+See ``companion/example-config.toml``::
 
     [companion]
     listen = "127.0.0.1:5000"
@@ -20,7 +22,7 @@ file are relative to the file's directory. See ``companion/example-config.toml``
     plugin_dirs = ["plugins"]
     entry_points = true
     check_plugins_in_child = true
-    state_dir = "var/companion"
+    state_dir = "var/companion"      # default: var/companion under the current directory
     disable_after = 5
     timeout_cap_s = 5.0
     memory_cap_mb = 1024
@@ -63,6 +65,7 @@ from companion import defaults
 from eventstore.blob import DecodeLimits
 from eventstore.errors import InvalidName
 from eventstore.names import Namespaces
+from eventstore.options import node_url_error
 from eventstore.riak.settings import RiakSettings
 from eventstore.settings import SettingsError, parse_listen, read_toml, table, unknown_keys
 from substreams.errors import InvalidKey
@@ -83,6 +86,7 @@ class CompanionSettings:
     threads: int = defaults.THREADS
     max_parallel: int = defaults.MAX_PARALLEL
     isolation: Isolation = defaults.ISOLATION
+    quarantine: bool = defaults.QUARANTINE
     queue_max: int = defaults.QUEUE_MAX
     max_wait_s: float = defaults.MAX_WAIT_S
     peers: tuple[str, ...] = defaults.PEERS
@@ -169,6 +173,7 @@ _COMPANION_KEYS = {
     "threads",
     "max_parallel",
     "isolation",
+    "quarantine",
     "queue_max",
     "max_wait_s",
     "peers",
@@ -228,11 +233,14 @@ def load(config: Path | None = None, **overrides: Any) -> CompanionSettings:
     riak_table = dict(table(data, "riak", source=source))
 
     given = {k: v for k, v in overrides.items() if v is not None and v != ()}
-    for name in ("listen", "node", "workers", "threads", "state_dir"):
+    for name in ("listen", "node", "workers", "threads"):
         if name in given:
             section[name] = given[name]
+    # Paths given on the command line are relative to the current directory, not the file.
+    if "state_dir" in given:
+        section["state_dir"] = str(Path(given["state_dir"]).absolute())
     if "plugin_dirs" in given:
-        section["plugin_dirs"] = [str(p) for p in given["plugin_dirs"]]
+        section["plugin_dirs"] = [str(Path(p).absolute()) for p in given["plugin_dirs"]]
     if "peers" in given:
         section["peers"] = list(given["peers"])
     if "riak_nodes" in given:
@@ -254,7 +262,7 @@ def load(config: Path | None = None, **overrides: Any) -> CompanionSettings:
             if name in _POSITIVE_FLOATS and value == 0:
                 raise SettingsError(f"{where}: {name} must be positive")
             values[name] = float(value)
-        elif name in ("entry_points", "check_plugins_in_child", "hide_addresses"):
+        elif name in ("entry_points", "check_plugins_in_child", "hide_addresses", "quarantine"):
             if not isinstance(value, bool):
                 raise SettingsError(f"{where}: {name} must be true or false")
             values[name] = value
@@ -284,10 +292,11 @@ def load(config: Path | None = None, **overrides: Any) -> CompanionSettings:
             ipaddress.ip_network(peer, strict=False)
         except ValueError as e:
             raise SettingsError(f"{where}: peer {peer!r} is not an IP address or network") from e
-    try:
-        values["riak"] = RiakSettings.from_mapping(riak_table, source=f"{source} [riak]")
-    except SettingsError:
-        raise
+    values["riak"] = RiakSettings.from_mapping(riak_table, source=f"{source} [riak]")
+    for url in values["riak"].nodes:  # refused here, before gunicorn forks any worker
+        problem = node_url_error(url)
+        if problem:
+            raise SettingsError(f"{source} [riak] nodes: {problem}")
     namespaces = table(data, "namespaces", source=source)
     known = {f.name for f in fields(Namespaces)}
     unknown_keys(namespaces, known, source=f"{source} [namespaces]")
@@ -348,6 +357,7 @@ def as_mapping(settings: CompanionSettings) -> Mapping[str, Any]:
         "workers": settings.workers,
         "threads": settings.threads,
         "isolation": settings.isolation,
+        "quarantine": settings.quarantine,
         "queue_max": settings.queue_max,
         "max_wait_s": settings.max_wait_s,
         "plugin_dirs": [str(p) for p in settings.plugin_dirs],

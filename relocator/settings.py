@@ -2,7 +2,10 @@
 
 Sources, later ones winning: ``defaults.py``; the TOML file (``--config``); the
 command-line options (click also reads each from ``RIAK_EVENTS_RELOCATOR_<OPTION>``).
-See ``example-config.toml`` beside this file for every key, annotated.
+See ``example-config.toml`` beside this file for every key, annotated. Relative
+``data_dir`` and ``spool_dir`` in the file are relative to the file's directory (as in
+every riak-events config); given on the command line, to the current directory; the
+default ``data_dir`` is ``var/relocator`` under the current directory.
 """
 
 from __future__ import annotations
@@ -214,6 +217,11 @@ def load(path: Path | None, **overrides: Any) -> RelocatorSettings:
     data = read_toml(path)
     unknown_keys(data, {"relocator", "clusters", "zookeeper", "namespaces"}, source=source)
     values = _relocator_table(table(data, "relocator", source=source), source)
+    if path is not None:  # the file's relative paths are relative to the file
+        if "data_dir" in values:
+            values["data_dir"] = path.parent / values["data_dir"]
+        if values.get("spool_dir"):
+            values["spool_dir"] = str(path.parent / values["spool_dir"])
     values["clusters"] = _clusters(table(data, "clusters", source=source), source)
     values["zookeeper"] = _zookeeper(table(data, "zookeeper", source=source), source)
     ns = table(data, "namespaces", source=source)

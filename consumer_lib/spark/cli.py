@@ -30,8 +30,7 @@ from typing import Any
 
 import click
 
-from consumer_lib.errors import InvalidArgument
-from consumer_lib.ranges import parse_when
+from eventstore.options import CANONICAL, aliased_option, check_dc, check_node_urls, check_riak_node
 
 
 @contextmanager
@@ -56,38 +55,40 @@ def _session(master: str | None) -> Iterator[Any]:
         session.stop()
 
 
-def _when(value: str, name: str) -> int:
-    try:
-        return parse_when(value, now=time.time())
-    except InvalidArgument as e:
-        raise click.BadParameter(str(e), param_hint=name) from None
-
-
 def _range(start: str, end: str) -> tuple[int, int]:
     """``--start`` / ``--end`` as epochs; raises click errors naming the option."""
-    first, stop = _when(start, "--start"), _when(end, "--end")
-    if stop < first:
-        raise click.BadParameter(f"end {stop} is before start {first}", param_hint="--end")
-    return first, stop
+    from consumer_lib.cli import cli_range  # noqa: PLC0415 (keep --help fast)
+
+    epochs = cli_range(start, end)
+    return epochs.start, epochs.end
+
+
+def _checked_nodes(nodes: tuple[str, ...]) -> list[str]:
+    """The ``--node`` URLs, each checked to answer as Riak before Spark starts."""
+    found = list(check_node_urls(nodes))
+    if not found:
+        raise click.BadParameter("at least one Riak HTTP URL is required", param_hint="--node")
+    for node in found:
+        check_riak_node(node)
+    return found
 
 
 @contextmanager
 def _job(name: str, usage_errors: tuple[type[Exception], ...]) -> Iterator[None]:
     """Bad arguments found by the job (``usage_errors``) become usage errors; a Spark
     failure becomes one line naming what went wrong."""
+    from consumer_lib.errors import ConsumerError  # noqa: PLC0415
+    from eventstore.errors import EventStoreError  # noqa: PLC0415
+
     try:
         yield
     except usage_errors as e:
         raise click.UsageError(str(e)) from None
     except _job_errors() as e:
         raise click.ClickException(f"{name} failed: {_summary(e)}") from None
-
-
-def _nodes(nodes: tuple[str, ...]) -> list[str]:
-    found = [n.strip() for raw in nodes for n in raw.split(",") if n.strip()]
-    if not found:
-        raise click.BadParameter("at least one Riak HTTP URL is required", param_hint="--node")
-    return found
+    except (EventStoreError, ConsumerError) as e:  # raised on the driver (a node went down)
+        first = str(e).splitlines()[0] if str(e) else type(e).__name__
+        raise click.ClickException(f"{name} failed: {type(e).__name__}: {first}") from None
 
 
 def _job_errors() -> tuple[type[BaseException], ...]:
@@ -119,7 +120,14 @@ def spark() -> None:
 
 
 _common = [
-    click.option("--node", "nodes", multiple=True, required=True, help="Riak HTTP URL (repeat)."),
+    aliased_option(
+        "--node",
+        "nodes",
+        multiple=True,
+        required=True,
+        aliases=("--riak",),
+        help="Riak HTTP URL, http://HOST:PORT (repeat); each must answer /ping.",
+    ),
     click.option("--master", default=None, help="Spark master when not under spark-submit."),
 ]
 
@@ -133,8 +141,8 @@ def _with_common(f: Any) -> Any:
 @spark.command()
 @_with_common
 @click.option("--dc", required=True, help="The data centre (one).")
-@click.option("--start", required=True, help="First epoch (or date; widened to its hour).")
-@click.option("--end", required=True, help="End epoch, exclusive (widened to a whole hour).")
+@click.option("--start", required=True, help=CANONICAL["--start"] + " (widened to its hour).")
+@click.option("--end", required=True, help=CANONICAL["--end"] + " (widened to a whole hour).")
 @click.option("--out", required=True, help="Output directory (path or URI).")
 @click.option("--types", default="", help="Comma-separated type or type:subtype (default all).")
 @click.option("--files-per-hour", default=2, show_default=True, type=click.IntRange(1))
@@ -164,10 +172,12 @@ def export(  # noqa: PLR0917 (click passes options as arguments)
     first, stop = _range(start, end)
     if "," in dc:
         raise click.BadParameter(f"export writes one dc at a time: {dc!r}", param_hint="--dc")
+    check_dc(dc)
+    node_list = _checked_nodes(nodes)  # all of it before Spark starts
     with _session(master) as session, _job("export", (SparkSourceError, ValueError)):
         hours = export_range(
             session,
-            nodes=_nodes(nodes),
+            nodes=node_list,
             dc=dc,
             start=first,
             end=stop,
@@ -186,8 +196,8 @@ def export(  # noqa: PLR0917 (click passes options as arguments)
 @_with_common
 @click.option("--dc", required=True, help="Comma-separated dcs.")
 @click.option("--substream", required=True, help="The substream to run.")
-@click.option("--start", required=True, help="First epoch (or date).")
-@click.option("--end", required=True, help="End epoch, exclusive.")
+@click.option("--start", required=True, help=CANONICAL["--start"] + ".")
+@click.option("--end", required=True, help=CANONICAL["--end"] + ".")
 @click.option(
     "--max-chunks-per-s",
     default=50.0,
@@ -195,7 +205,13 @@ def export(  # noqa: PLR0917 (click passes options as arguments)
     type=click.FloatRange(0),
     help="Chunks run per second, whole job (0: no limit).",
 )
-@click.option("--plugin-dir", "plugin_dirs", multiple=True, help="Plugin directory (repeat).")
+@click.option(
+    "--plugin-dir",
+    "plugin_dirs",
+    multiple=True,
+    type=click.Path(exists=True, file_okay=False),
+    help="Plugin directory (repeat); on a cluster it must exist on every executor too.",
+)
 @click.option("--entry-points/--no-entry-points", default=True, show_default=True)
 @click.option("--parallelism", default=None, type=click.IntRange(1), help="Spark tasks.")
 @click.option("--replace-version", is_flag=True,
@@ -220,13 +236,14 @@ def backfill(  # noqa: PLR0917 (click passes options as arguments)
     from consumer_lib.spark.backfill import backfill as run  # noqa: PLC0415
 
     first, stop = _range(start, end)
-    dcs = [d.strip() for d in dc.split(",") if d.strip()]
+    dcs = check_dc(dc, several=True)
+    node_list = _checked_nodes(nodes)  # all of it before Spark starts
     with _session(master) as session:
         began = time.monotonic()
         with _job("backfill", (ConsumerError, ValueError)):
             counts = run(
                 session,
-                nodes=_nodes(nodes),
+                nodes=node_list,
                 dcs=dcs,
                 substream=substream,
                 start=first,
