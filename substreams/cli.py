@@ -1,12 +1,14 @@
 """``riak-events substream``: test, check, keygen, publish, withdraw and list plugins.
 
 Every option can also be given as ``RIAK_EVENTS_SUBSTREAM_<COMMAND>_<OPTION>`` (click's
-auto_envvar_prefix), e.g. ``RIAK_EVENTS_SUBSTREAM_PUBLISH_ZK_HOSTS``.
+auto_envvar_prefix), e.g. ``RIAK_EVENTS_SUBSTREAM_PUBLISH_ZOOKEEPER``. The old names
+``--zk-hosts`` and ``--devnode`` are hidden aliases of ``--zookeeper`` and ``--node``.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -15,10 +17,23 @@ import click
 
 from eventstore.errors import EventStoreError
 from eventstore.names import ChunkKey
+from eventstore.options import (
+    CANONICAL,
+    aliased_option,
+    check_dc,
+    check_node_urls,
+    check_riak_node,
+    json_option,
+)
 from substreams.errors import InvalidKey, PluginLoadError, RegistryError
 
-_ZK_HOSTS = click.option(
-    "--zk-hosts", default="127.0.0.1:2181", show_default=True, help="ZooKeeper hosts."
+_ZK_HOSTS = aliased_option(
+    "--zookeeper",
+    "zk_hosts",
+    aliases=("--zk-hosts",),
+    default="127.0.0.1:2181",
+    show_default=True,
+    help="ZooKeeper hosts HOST:PORT[,...].",
 )
 _ZK_ROOT = click.option("--zk-root", default="/riak-events", show_default=True)
 _ZK_AUTH = click.option(
@@ -38,22 +53,32 @@ def substream() -> None:
 @click.option("--blob", type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="A stored blob file to run on.")  # fmt: skip
 @click.option("--key", help="The blob's chunk key (sets the context and type matching).")
-@click.option("--devnode", "url", help="Read an epoch range from this Riak/devnode URL.")
+@aliased_option(
+    "--node",
+    "url",
+    aliases=("--devnode",),
+    help="Read the epochs [--start, --end) of --dc from this Riak HTTP URL (http://HOST:PORT).",
+)
 @click.option("--dc", help="The dc of the epoch range.")
-@click.option("--start", type=int, help="First epoch of the range.")
-@click.option("--end", type=int, help="Last epoch of the range (inclusive).")
-@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+@click.option("--start", help=CANONICAL["--start"] + ".")
+@click.option("--end", help=CANONICAL["--end"] + " [default: --start + 1: one epoch]")
+@json_option
 def test(  # noqa: PLR0917 (click passes every option positionally by name)
     file: Path,
     blob: Path | None,
     key: str | None,
     url: str | None,
     dc: str | None,
-    start: int | None,
-    end: int | None,
+    start: str | None,
+    end: str | None,
     as_json: bool,
 ) -> None:
-    """Run FILE's substreams as the companion would, on sample data, and report."""
+    """Run FILE's substreams as the companion would, on sample data, and report.
+
+    Sample data: a blob file (--blob, as stored), or the chunks of the epochs
+    [START, END) of one dc (end exclusive, as every range) read from a Riak node or
+    devnode. Exit status: 0 every run ok, 1 a run failed or an error, 2 bad
+    arguments, 3 the range holds no chunk."""
     from substreams.harness import (  # noqa: PLC0415 (keep `--help` fast)
         chunks_from_blob,
         chunks_from_riak,
@@ -62,6 +87,7 @@ def test(  # noqa: PLR0917 (click passes every option positionally by name)
     )
 
     chunks: Iterator[tuple[ChunkKey, bytes]]
+    epochs = None
     if blob is not None:
         try:
             chunk_key = ChunkKey.parse(key) if key else None
@@ -70,14 +96,27 @@ def test(  # noqa: PLR0917 (click passes every option positionally by name)
         chunks = chunks_from_blob(blob, chunk_key)
         match = chunk_key is not None
     elif url and dc and start is not None:
-        chunks = chunks_from_riak(url, dc, start, start if end is None else end)
+        from consumer_lib.cli import cli_range  # noqa: PLC0415 (the one range syntax)
+
+        check_dc(dc)
+        (node,) = check_node_urls([url])
+        epochs = cli_range(start, end if end is not None else start)
+        if end is None:
+            epochs = type(epochs)(epochs.start, epochs.start + 1)
+        check_riak_node(node)
+        chunks = chunks_from_riak(node, dc, epochs.start, epochs.end)
         match = True
     else:
-        raise click.UsageError("give --blob FILE, or --devnode URL --dc D --start E [--end E]")
+        raise click.UsageError("give --blob FILE, or --node URL --dc DC --start WHEN [--end WHEN]")
     try:
         runs = run_plugin_file(file, chunks, match_types=match)
     except (PluginLoadError, EventStoreError, ValueError) as e:
         raise click.ClickException(str(e)) from e
+    if epochs is not None and not runs:
+        click.echo(
+            f"no chunks for dc {dc} in {epochs} that {file.name}'s substreams read", err=True
+        )
+        raise SystemExit(3)
     click.echo(format_runs(runs, as_json=as_json))
     if any(not r.outcome.ok for r in runs):
         raise SystemExit(1)
@@ -85,7 +124,8 @@ def test(  # noqa: PLR0917 (click passes every option positionally by name)
 
 @substream.command()
 @click.argument("paths", nargs=-1, type=click.Path(exists=True, path_type=Path))
-def check(paths: tuple[Path, ...]) -> None:
+@json_option
+def check(paths: tuple[Path, ...], as_json: bool) -> None:
     """Load plugin files or directories and report what loads and what does not."""
     from substreams.loader import LoadReport, load_file, plugin_files  # noqa: PLC0415
 
@@ -96,11 +136,20 @@ def check(paths: tuple[Path, ...]) -> None:
                 report.add(load_file(file, check_in_child=True))
             except PluginLoadError as e:
                 report.failures.append(e)
-    for sub in report.substreams.values():
-        types = ",".join(sub.types) or "*"
-        click.echo(f"ok      {sub.name}@{sub.version} reads {types} ({sub.origin})")
-    for failure in report.failures:
-        click.echo(f"FAILED  {failure}")
+    if as_json:
+        loaded = [
+            {"substream": sub.name, "version": sub.version, "types": list(sub.types),
+             "origin": str(sub.origin)}
+            for sub in report.substreams.values()
+        ]  # fmt: skip
+        failed = [str(f) for f in report.failures]
+        click.echo(json.dumps({"ok": loaded, "failed": failed}, indent=2, ensure_ascii=False))
+    else:
+        for sub in report.substreams.values():
+            types = ",".join(sub.types) or "*"
+            click.echo(f"ok      {sub.name}@{sub.version} reads {types} ({sub.origin})")
+        for failure in report.failures:
+            click.echo(f"FAILED  {failure}")
     if report.failures:
         raise SystemExit(1)
 
@@ -210,7 +259,8 @@ def withdraw(name: str, zk_hosts: str, zk_root: str, zk_auth: str | None) -> Non
               "(repeatable).")  # fmt: skip
 @_ZK_HOSTS
 @_ZK_ROOT
-def list_command(trusted_keys: tuple[str, ...], zk_hosts: str, zk_root: str) -> None:
+@json_option
+def list_command(trusted_keys: tuple[str, ...], zk_hosts: str, zk_root: str, as_json: bool) -> None:
     """List the published plugins and, per live node, the versions it runs and the
     registry plugins it rejected (with why)."""
     from substreams.registry import list_entries, node_reports  # noqa: PLC0415
@@ -223,22 +273,48 @@ def list_command(trusted_keys: tuple[str, ...], zk_hosts: str, zk_root: str) -> 
     with _zk(zk_hosts) as client:
         entries = list_entries(client, root=zk_root)
         nodes = node_reports(client, root=zk_root)
-    click.echo(format_listing(entries, nodes, trust))
+    if as_json:
+        click.echo(json.dumps(listing_json(entries, nodes, trust), indent=2, ensure_ascii=False))
+    else:
+        click.echo(format_listing(entries, nodes, trust))
+
+
+def _trust_verdict(entry: Any, trust: Any) -> str | None:
+    """None without trusted keys; else "trusted" or "REJECTED: why"."""
+    from substreams.errors import SignatureRejected  # noqa: PLC0415
+
+    if trust is None:
+        return None
+    try:
+        trust.verify(entry.file, entry.source.encode(), entry.signature, entry.signer)
+    except SignatureRejected as e:
+        return f"REJECTED: {e}"
+    return "trusted"
+
+
+def listing_json(entries: Any, nodes: Any, trust: Any) -> dict[str, Any]:
+    """What ``substream list --json`` prints: ``{"published": [...], "nodes": {...}}``."""
+    published = [
+        {
+            "file": entry.file,
+            "version": entry.version,
+            "substreams": list(entry.substreams),
+            "signer": entry.signer if entry.signature else None,
+            "trust": _trust_verdict(entry, trust),
+        }
+        for entry in entries.values()
+    ]
+    return {"published": published, "nodes": dict(nodes)}
 
 
 def format_listing(entries: Any, nodes: Any, trust: Any) -> str:
     """The text of ``substream list``: published plugins, then every node's view."""
-    from substreams.errors import SignatureRejected  # noqa: PLC0415
-
     lines = [f"published ({len(entries)}):"]
     for entry in entries.values():
         signed = f"signed by {entry.signer}" if entry.signature else "UNSIGNED"
-        if trust is not None:
-            try:
-                trust.verify(entry.file, entry.source.encode(), entry.signature, entry.signer)
-                signed += " (trusted)"
-            except SignatureRejected as e:
-                signed += f" (REJECTED: {e})"
+        verdict = _trust_verdict(entry, trust)
+        if verdict is not None:
+            signed += f" ({verdict})"
         lines.append(f"  {entry.file}\t{entry.version}\t{', '.join(entry.substreams)}\t{signed}")
     if not entries:
         lines.append("  none")

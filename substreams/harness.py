@@ -7,8 +7,8 @@ declaration lowered to the companion's default caps); the report gives, per run,
 verdict, wall and CPU time, peak RSS of the child, result size and the result itself.
 
 Sample data: a blob file (as stored: Sereal + checksum postfix; its chunk key may be
-given to set the context), or an epoch range of one dc read from a devnode or Riak
-(metadata first, then the chunks, as a consumer would).
+given to set the context), or an epoch range ``[start, end)`` of one dc read from a
+devnode or Riak (metadata first, then the chunks, as a consumer would).
 """
 
 from __future__ import annotations
@@ -85,9 +85,11 @@ def chunks_from_riak(
     *,
     namespaces: Namespaces = DEFAULT_NAMESPACES,
 ) -> Iterator[tuple[ChunkKey, bytes]]:
-    """Every chunk of epochs ``start..end`` (inclusive) of ``dc``, read from ``url``."""
+    """Every chunk of the epochs ``[start, end)`` (end exclusive, as every range) of
+    ``dc``, read from ``url``: metadata first, then its chunks; a missing epoch or
+    chunk is skipped."""
     with RiakClient([url]) as riak:
-        for epoch in range(start, end + 1):
+        for epoch in range(start, end):
             meta = MetadataKey(epoch, dc)
             try:
                 value = riak.get(*namespaces.metadata_location(meta)).value
