@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from eventstore.names import Namespaces
+from eventstore.options import node_url_error
 from eventstore.riak.settings import RiakSettings
 from eventstore.settings import SettingsError, parse_listen, read_toml, table, unknown_keys
 from relocator import defaults
@@ -190,6 +191,11 @@ def validate(s: RelocatorSettings, source: str = "settings") -> RelocatorSetting
     names = [c.name for c in s.clusters]
     if len(set(names)) != len(names):
         raise SettingsError(f"{source}: duplicate cluster names {names}")
+    for cluster in s.clusters:
+        for url in cluster.riak.nodes:
+            problem = node_url_error(url)
+            if problem:
+                raise SettingsError(f"{source}: cluster {cluster.name}: {problem}")
     return s
 
 
