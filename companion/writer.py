@@ -23,6 +23,7 @@ from companion import defaults
 from companion.settings import CompanionSettings
 from companion.signals import EngineSignals
 from eventstore.names import ChunkKey
+from eventstore.ratelog import LogSummary
 from eventstore.riak import RiakClient, RiakError
 from substreams.api import Substream
 from substreams.results import Status
@@ -53,6 +54,12 @@ class ResultWriter:
         self.signals = signals
         self._pool = ThreadPoolExecutor(
             max(1, settings.threads) * defaults.RESULT_WRITERS, thread_name_prefix="companion-put"
+        )
+        # A failed try is logged at DEBUG (and counted); one WARNING a minute per substream.
+        self._retries = LogSummary(
+            log,
+            "companion: substream=%(key)s: %(count)d result writes tried again in the last "
+            "%(seconds).0f s; last: %(last)s",
         )
 
     def store_all(
@@ -109,7 +116,7 @@ class ResultWriter:
                     )
                     return time.thread_time() - cpu
                 self.signals.result_write_retried.send(substream=sub.name, key=key, error=str(e))
-                log.warning(
+                log.debug(
                     "companion: epoch=%d key=%s substream=%s: result write failed (try %d), "
                     "again in %.2fs: %s",
                     key.epoch,
@@ -119,6 +126,7 @@ class ResultWriter:
                     delay,
                     e,
                 )
+                self._retries.note(sub.name, f"key={key} try {attempt}: {e}")
                 time.sleep(delay)
                 delay *= 2
             else:
@@ -129,3 +137,4 @@ class ResultWriter:
     def shutdown(self) -> None:
         """Stop the threads without waiting; writes not started are dropped."""
         self._pool.shutdown(wait=False, cancel_futures=True)
+        self._retries.flush()

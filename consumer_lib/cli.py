@@ -424,6 +424,6 @@ def tail(  # noqa: PLR0917 (one parameter per click option)
 
 
 def _report_skip(skipped: bool, epoch: int, dc: str) -> bool:
-    if skipped:
-        click.echo(f"skipped epoch {epoch} dc {dc}: no metadata", err=True)
+    # Nothing printed per epoch: the tail logs one summary a minute per dc on stderr
+    # ("no metadata for N epoch(s) in [a, b]"), in the chosen --log-format.
     return skipped

@@ -61,6 +61,7 @@ from eventstore.errors import (
     InvalidName,
 )
 from eventstore.names import ChunkKey, ChunkRef, MetadataKey, Namespaces, parse_metadata
+from eventstore.ratelog import LogSummary
 from eventstore.riak import NotFound, Retry, RiakClient, RiakError
 from eventstore.riak.types import Quorum, RiakObject
 from substreams.results import ResultRecord, read_result
@@ -146,6 +147,12 @@ class Store:
         self.nodes: tuple[str, ...] = self.riak.nodes.nodes
         self._single: dict[str, RiakClient] = {}
         self._single_lock = threading.Lock()
+        # A node that fails a second look or a retry: DEBUG each time, one WARNING a minute.
+        self._node_failures = LogSummary(
+            log,
+            "consumer: %(count)d reads on node %(key)s failed in the last %(seconds).0f s "
+            "(the next node was asked); last: %(last)s",
+        )
 
     # -- metadata ----------------------------------------------------------------------
 
@@ -214,7 +221,8 @@ class Store:
             except NotFound:
                 return None
             except RiakError as e:  # that node is down: ask the next one
-                log.info("consumer: %s: second look on %s failed: %s", location[2], node, e)
+                log.debug("consumer: %s: second look on %s failed: %s", location[2], node, e)
+                self._node_failures.note(node, f"key={location[2]}: {e}")
         return None
 
     def _good_copy_elsewhere(
@@ -243,7 +251,8 @@ class Store:
                 bad.append(node)
                 last = e
             except RiakError as e:  # down, or no copy there: try the next node
-                log.info("consumer: key=%s: retry on %s failed: %s", text, node, e)
+                log.debug("consumer: key=%s: retry on %s failed: %s", text, node, e)
+                self._node_failures.note(node, f"key={text}: {e}")
                 last = e
         error = ChunkCorrupt(
             f"no good copy of the chunk: checksum failed on {', '.join(bad)}"
@@ -306,6 +315,7 @@ class Store:
             clients, self._single = list(self._single.values()), {}
         for client in clients:
             client.close()
+        self._node_failures.flush()
 
 
 def _events(value: bytes, key: ChunkKey, limits: DecodeLimits) -> list[dict[str, Any]]:

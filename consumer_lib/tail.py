@@ -9,8 +9,10 @@ epoch a few seconds after it ends. :class:`Tail` does it::
         sleep until due
         metadata = GET <next>-<dc>
         while none and now < due + late_wait_s: sleep poll_s; GET again   # late metadata
-        none: the epoch is SKIPPED: yielded with found=False, skipped=True, logged,
-              counted (consumer_tail_skipped_total), listed in Tail.skipped
+        none: the epoch is SKIPPED: yielded with found=False, skipped=True, counted
+              (consumer_tail_skipped_total), listed in Tail.skipped, logged at DEBUG and
+              summed up at most once a minute per dc at WARNING (an idle dc skips one
+              epoch a second: "no metadata for 60 epochs in [a, b]")
         else: read its kept chunks (verified, prefetched in parallel), yield the Epoch
               (tail_substream: the substream's results of its chunks, a SubstreamEpoch)
         when the consumer asks for the next one, the yielded epoch is DELIVERED:
@@ -53,6 +55,7 @@ from consumer_lib.errors import PositionError
 from consumer_lib.store import Store
 from consumer_lib.types import Epoch, SubstreamEpoch
 from eventstore.names import ChunkRef
+from eventstore.ratelog import LogSummary
 
 log = logging.getLogger(__name__)
 
@@ -176,8 +179,23 @@ class Tail(Generic[T]):
         #: Epochs moved past without metadata, in order.
         self.skipped: list[int] = []
         self._in_hand: int | None = None
+        self._skips = LogSummary(
+            log,
+            "consumer: tail dc=%(key)s: no metadata for %(count)d epoch(s) in "
+            f"[%(first)s, %(last)s], skipped ({late_wait_s:g} s after each was due)",
+        )
 
     def __iter__(self) -> Iterator[T]:
+        # Say at once what is awaited: the first epoch is read lag_s after it ends, and
+        # an idle dc's is skipped only late_wait_s after that.
+        log.info(
+            "consumer: tail dc=%s: waiting for epoch %d (lag %g s, then up to %g s for "
+            "late metadata)",
+            self.dc,
+            self.next_epoch,
+            self._lag_s,
+            self._late_wait_s,
+        )
         while self.until is None or self.next_epoch < self.until:
             epoch = self._read(self.next_epoch)
             self._in_hand = epoch.epoch
@@ -204,7 +222,7 @@ class Tail(Generic[T]):
         if refs is None:
             self.skipped.append(epoch)
             SKIPPED_TOTAL.labels(self.dc).inc()
-            log.warning(
+            log.debug(
                 "consumer: tail epoch=%d dc=%s key=%d-%s: no metadata %.1fs after it was due; "
                 "skipped",
                 epoch,
@@ -213,6 +231,7 @@ class Tail(Generic[T]):
                 self.dc,
                 self._late_wait_s,
             )
+            self._skips.note(self.dc, str(epoch))
         return self._read_epoch(epoch, refs)
 
     def _wait_until(self, when: float) -> None:
@@ -236,3 +255,4 @@ class Tail(Generic[T]):
         if exc_type is None:
             self.commit()
         self._in_hand = None
+        self._skips.flush()

@@ -26,6 +26,7 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 
 from eventstore.names import Namespaces
+from eventstore.ratelog import LogSummary
 from eventstore.riak import PutItem, RiakClient, RiakError
 from relocator.errors import PushFailed, RelocatorError
 from relocator.metadata import MetadataWriter
@@ -80,6 +81,13 @@ class ClusterPusher:
         self._stopping = False
         self._retry_at = 0.0
         self._delay = backoff_s
+        # Each failed push is logged at DEBUG; a cluster that keeps failing gets one
+        # WARNING line a minute (a down cluster must not flood the log).
+        self._failures = LogSummary(
+            log,
+            "push: cluster=%(key)s: %(count)d batch pushes failed in the last "
+            "%(seconds).0f s, retried with backoff; last: %(last)s",
+        )
         self.events_pushed = 0  # since start: events of batches this cluster now holds
         self._pool = ThreadPoolExecutor(parallel, thread_name_prefix=f"push-{self.name}")
         self._thread = threading.Thread(target=self._run, name=f"pusher-{self.name}", daemon=True)
@@ -118,6 +126,7 @@ class ClusterPusher:
         self._thread.join()
         self._pool.shutdown(wait=True)
         self.client.close()
+        self._failures.flush()
 
     def _ready(self, free: int) -> list[str]:
         """Up to ``free`` pending batches not in flight that may start now (under _cv)."""
@@ -184,14 +193,9 @@ class ClusterPusher:
                 )
                 self._metadata.merge(self.name, self.client, batch.epoch, batch.dc, batch.refs)
         except (RiakError, RelocatorError) as e:
-            log.warning(
-                "push: cluster=%s epoch=%d dc=%s batch=%s failed, will retry: %s",
-                self.name,
-                batch.epoch,
-                batch.dc,
-                batch.id,
-                e,
-            )
+            detail = f"epoch={batch.epoch} dc={batch.dc} batch={batch.id}: {e}"
+            log.debug("push: cluster=%s %s; will retry", self.name, detail)
+            self._failures.note(self.name, detail)
             raise PushFailed(str(e)) from e
         self._state.mark_pushed(self.name, batch_id)
         with self._cv:

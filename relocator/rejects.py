@@ -12,10 +12,10 @@ event that is not a hash), ``undecodable``, ``overload`` (UDP, journal queue ful
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from collections.abc import Callable
 
+from eventstore.ratelog import LogSummary
 from relocator.metrics import Metrics
 from relocator.wire import Received
 
@@ -24,7 +24,8 @@ log = logging.getLogger(__name__)
 
 class Rejections:
     """Counts rejected events into the metric; logs each reason at most every
-    ``interval_s`` seconds with how many were rejected since the last line. Thread-safe.
+    ``interval_s`` seconds with how many were rejected since the last line
+    (:class:`eventstore.ratelog.LogSummary`). Thread-safe.
 
     Args:
         metrics: the relocator's metrics.
@@ -42,12 +43,13 @@ class Rejections:
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._metrics = metrics
-        self._where = where
-        self._interval_s = interval_s
-        self._clock = clock
-        self._lock = threading.Lock()
-        self._last: dict[str, float] = {}
-        self._unlogged: dict[str, int] = {}
+        self._summary = LogSummary(
+            log,
+            f"{where}: rejected %(count)d event(s) (%(key)s) in the last %(seconds).0f s; "
+            "latest: %(last)s",
+            interval_s=interval_s,
+            clock=clock,
+        )
 
     def add(self, reason: str, n: int = 1, detail: str = "") -> None:
         """Count ``n`` events rejected for ``reason``; ``detail`` (what and whose) goes
@@ -55,22 +57,7 @@ class Rejections:
         if n <= 0:
             return
         self._metrics.dropped.labels(reason).inc(n)
-        now = self._clock()
-        with self._lock:
-            pending = self._unlogged.get(reason, 0) + n
-            last = self._last.get(reason)
-            if last is not None and now - last < self._interval_s:
-                self._unlogged[reason] = pending
-                return
-            self._last[reason] = now
-            self._unlogged[reason] = 0
-        log.warning(
-            "%s: rejected %d event(s) (%s) since the last report; latest: %s",
-            self._where,
-            pending,
-            reason,
-            detail or "-",
-        )
+        self._summary.note(reason, detail, n)
 
 
 def count_rejected(rejections: Rejections, received: Received, detail: str) -> None:

@@ -25,6 +25,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from types import TracebackType
 from typing import Any
 
+from eventstore.ratelog import LogSummary
 from eventstore.riak import defaults, paths
 from eventstore.riak.errors import (
     ConnectionFailed,
@@ -81,6 +82,13 @@ class RiakClient:
         self._concurrency = max(1, concurrency)
         self._executor: ThreadPoolExecutor | None = None
         self._executor_lock = threading.Lock()
+        # Each failed try is logged at DEBUG; a node that keeps failing gets one WARNING
+        # line a minute with the count (a node down must not flood the log).
+        self._failed_tries = LogSummary(
+            log,
+            "riak: %(count)d failed tries on node %(key)s in the last %(seconds).0f s "
+            "(retried on another node while tries remain); last error: %(last)s",
+        )
         self._headers = {
             "User-Agent": defaults.USER_AGENT,
             # Riak unquotes path segments only with http_url_encoding on or this header;
@@ -381,6 +389,7 @@ class RiakClient:
         if executor is not None:
             executor.shutdown(wait=True)
         self._transport.close()
+        self._failed_tries.flush()
 
     def __enter__(self) -> RiakClient:
         return self
@@ -446,7 +455,8 @@ class RiakClient:
             if error.retriable:
                 self.nodes.failed(node)
                 last_failed.append(node)
-                log.info("riak: %s %s on %s: %s", method, location or target, node, error.message)
+                log.debug("riak: %s %s on %s: %s", method, location or target, node, error.message)
+                self._failed_tries.note(node, f"{method} {location or target}: {error.message}")
             raise error
 
         return self._retry(attempt)
