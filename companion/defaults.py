@@ -25,6 +25,21 @@ THREADS = 2
 #: substream: about half the CPU of "substream" (bench/companion_bench.py).
 #: "substream": one child per substream and chunk (nothing shared between plugins).
 ISOLATION: Final = "chunk"
+#: Quarantine (companion/quarantine.py): a substream that has not yet run ok in this
+#: worker (new, or a new version), or that failed since its last ok run on the node,
+#: runs apart: its own child, one chunk at a time per worker, on a thread of its own,
+#: so the shared child of the others is never killed or held up because of it. False:
+#: every matching substream of a chunk runs in the shared child (the old scheduling).
+QUARANTINE = True
+#: Chunks that may wait for a quarantined substream's run, per worker; more are
+#: marked ``shed`` with a reason starting ``quarantined:``.
+QUARANTINE_DEPTH = 4
+#: Ok runs in a row, apart, that bring back to the shared child a substream that
+#: failed in this worker (one ok run for a substream that never failed here).
+QUARANTINE_REJOIN_AFTER = 3
+#: Added to the nice value of a quarantined run's child: a plugin that keeps looping
+#: gets the CPU the others leave.
+QUARANTINE_NICE = 10
 #: Sandboxed children alive at once per chunk.
 MAX_PARALLEL = 4
 #: Chunks waiting per worker process: the node's inbox, shared by every worker (any free
