@@ -298,6 +298,8 @@ def start_stack(
     zk_health_interval_s: float | None = None,
     zk_session_timeout_s: float | None = None,
     zookeeper: dict[str, Any] | None = None,
+    devnode_port: int | None = None,
+    companion_port: int | None = None,
 ) -> Stack:
     """Start a devnode whose hook drives a companion, with these plugin files.
 
@@ -311,18 +313,19 @@ def start_stack(
         zk_health_interval_s: refresh of the live znode and of the cluster view.
         zk_session_timeout_s: the ZooKeeper session timeout the companion asks for.
         zookeeper: more ``[zookeeper]`` settings (``auth``, ``trusted_keys``...).
+        devnode_port, companion_port: their ports (default: free ones).
     """
     plugin_dir = root / "plugins"
-    plugin_dir.mkdir(parents=True)
+    plugin_dir.mkdir(parents=True, exist_ok=True)
     for name, source in (plugins or {}).items():
         (plugin_dir / name).write_text(source)
-    port = free_port()
+    port = companion_port or free_port()
     devnode_config = root / "devnode.toml"
     lines = ["[ring]", "ring_size = 64", f'nodes = ["{NODE}"]', "[companions]"]
     lines += [f'"{NODE}" = "http://127.0.0.1:{port}"', "[hook]"]
     lines += [f"{k} = {_toml_value(v)}" for k, v in (hook or {}).items()]
     devnode_config.write_text("\n".join(lines) + "\n")
-    devnode = DevnodeProcess(root / "data", config=devnode_config).start()
+    devnode = DevnodeProcess(root / "data", config=devnode_config, port=devnode_port).start()
     options: dict[str, Any] = {
         "node": NODE,
         "workers": 2,

@@ -53,11 +53,19 @@ def four_letter(port: int, word: str, timeout_s: float = 1.0) -> str:
 
 
 class ZooKeeperProcess(ServerProcess):
-    """A standalone ZooKeeper server in ``directory`` on a free loopback port."""
+    """A standalone ZooKeeper server in ``directory`` on a loopback port (``port``, or a
+    free one)."""
 
-    def __init__(self, directory: Path, *, tick_ms: int = 200, start_timeout_s: float = 30.0):
+    def __init__(
+        self,
+        directory: Path,
+        *,
+        tick_ms: int = 200,
+        start_timeout_s: float = 30.0,
+        port: int | None = None,
+    ) -> None:
         self.directory = directory
-        self.port = free_port()
+        self.port = port or free_port()
         self.hosts = f"127.0.0.1:{self.port}"
         super().__init__("zookeeper", directory / "zookeeper.log")
         self._tick_ms = tick_ms
@@ -216,17 +224,18 @@ def write_config(
     spool_dir: Path | None = None,
     writer_id: int = 0,
     zookeeper: tuple[str, str] | None = None,
+    udp_port: int | None = None,
     grace_s: float = 0.3,
     tick_s: float = 0.05,
     segment_max_s: float = 0.3,
     extra: str = "",
 ) -> Path:
-    """A relocator TOML config for a test."""
+    """A relocator TOML config for a test (UDP intake only when ``udp_port`` is given)."""
     lines = [
         "[relocator]",
         f'data_dir = "{data_dir}"',
         f'tcp_listen = "127.0.0.1:{tcp_port}"',
-        'udp_listen = ""',
+        f'udp_listen = "127.0.0.1:{udp_port}"' if udp_port else 'udp_listen = ""',
         f'metrics_listen = "127.0.0.1:{metrics_port}"',
         f"writer_id = {writer_id}",
         f"grace_s = {grace_s}",

@@ -1,0 +1,334 @@
+"""The ``dev up`` supervisor: start the stack, keep the state file, stop on a signal.
+
+::
+
+    lock DATA_DIR (one stack per directory)   -> StackRunning naming the holder's pid
+    check every port                          -> PortsInUse naming each
+    follow every log file; state "starting"
+    start the processes in order              -> state gets each pid as it is healthy
+    state "running"; print the endpoints
+    until SIGINT / SIGTERM / SIGHUP, or a process exits (loadgen alone may end)
+    state "stopping"; stop in reverse order; remove the state file; unlock
+
+Signals only set a flag: a start in progress finishes (or fails) first, then the
+stack is stopped, so no half-started process is left without an owner.
+
+Failure semantics: the supervisor killed with SIGKILL leaves its processes running
+and the state file behind; ``dev down`` (:func:`stop_stack`) ends them by their
+process groups, after checking each pid still names the process recorded (its start
+time), so a reused pid is never signalled.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, TextIO
+
+import httpx
+
+from companion.testing import process_alive
+from devstack.logs import LogMerger
+from devstack.stack import (
+    DEFAULT_PORTS,
+    DevStack,
+    DevStackError,
+    StackOptions,
+    StartFailed,
+    kazoo_installed,
+    ports_in_use,
+)
+from devstack.stack import free_ports as pick_free_ports
+from devstack.state import remove_state, write_state
+from eventstore.dirlock import DirectoryLocked, lock_directory
+from relocator.testing import four_letter, zookeeper_available
+
+__all__ = ["PortsInUse", "StackRunning", "banner", "describe", "options_for", "run", "stop_stack"]
+
+
+class StackRunning(DevStackError):
+    """A stack already runs from this data directory."""
+
+
+class PortsInUse(DevStackError):
+    """Ports the stack needs are taken."""
+
+
+def options_for(
+    data_dir: Path,
+    *,
+    plugin_dirs: tuple[Path, ...],
+    zookeeper: str | None,
+    no_zookeeper: bool,
+    zk_root: str,
+    loadgen_rate: float,
+    free_ports: bool,
+) -> StackOptions:
+    """The stack's options from ``dev up``'s: ZooKeeper is started only when neither
+    given nor refused, and Debian's package and kazoo are installed."""
+    start_zk = not zookeeper and not no_zookeeper and zookeeper_available() and kazoo_installed()
+    return StackOptions(
+        data_dir=data_dir,
+        plugin_dirs=plugin_dirs,
+        ports=pick_free_ports() if free_ports else DEFAULT_PORTS,
+        start_zookeeper=start_zk,
+        zookeeper="" if no_zookeeper else (zookeeper or ""),
+        zk_root=zk_root,
+        loadgen_rate=loadgen_rate,
+    )
+
+
+def _start_time(pid: int) -> int | None:
+    """The process's start time (clock ticks after boot), None when it does not exist."""
+    with contextlib.suppress(OSError, IndexError, ValueError):
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return int(fields[19])
+    return None
+
+
+def same_process(pid: int | None, start: int | None) -> bool:
+    """Whether ``pid`` is alive and still the process that started at ``start``."""
+    if not pid or not process_alive(pid):
+        return False
+    return start is None or _start_time(pid) == start
+
+
+@contextlib.contextmanager
+def _stop_on_signals(stop: threading.Event) -> Iterator[None]:
+    signals = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+    previous = {s: signal.getsignal(s) for s in signals}
+    for s in signals:
+        signal.signal(s, lambda signum, frame: stop.set())
+    try:
+        yield
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+
+
+def run(options: StackOptions, out: TextIO) -> int:
+    """Run the stack until a signal (see the module docstring).
+
+    Returns:
+        0 after a clean stop, 1 when a process did not start or exited.
+
+    Raises:
+        StackRunning: another stack holds the data directory.
+        PortsInUse: a port is taken (nothing was started).
+    """
+    try:
+        lock = lock_directory(options.data_dir)
+    except DirectoryLocked as e:
+        raise StackRunning(
+            f"a dev stack already runs from {options.data_dir} (pid {e.holder_pid}): "
+            f"riak-events dev status / dev down --data-dir {options.data_dir}"
+        ) from None
+    with lock:
+        taken = ports_in_use(options.ports, zookeeper=options.start_zookeeper)
+        if taken:
+            names = ", ".join(f"{port} ({what})" for what, port in taken)
+            raise PortsInUse(f"ports in use: {names}; stop what listens there or pass --free-ports")
+        return _supervise(options, out)
+
+
+def _warnings_only(line: str) -> bool:
+    return " WARN " in line or " ERROR " in line
+
+
+def _supervise(options: StackOptions, out: TextIO) -> int:
+    stop = threading.Event()
+    merger = LogMerger(out)
+    state: dict[str, Any] = {
+        "version": 1,
+        "pid": os.getpid(),
+        "pid_start": _start_time(os.getpid()),
+        "phase": "starting",
+        "started_at": time.time(),
+        "data_dir": str(options.data_dir),
+        "processes": {},
+    }
+
+    def started(name: str) -> None:
+        process = stack.processes()[name]
+        state["processes"][name] = {
+            "pid": process.pid,
+            "start": _start_time(process.pid or 0),
+            "log": str(process.log_path),
+        }
+        write_state(options.data_dir, state)
+
+    stack = DevStack(options, on_started=started)
+    state["endpoints"] = stack.endpoints()
+    for name, path in stack.log_files().items():
+        # ZooKeeper logs ~150 INFO lines at start: only its warnings reach the terminal.
+        merger.follow(name, path, _warnings_only if name == "zookeeper" else None)
+    merger.start()
+    code = 0
+    with _stop_on_signals(stop):
+        write_state(options.data_dir, state)
+        try:
+            merger.say("dev", f"starting in {options.data_dir} ({', '.join(stack.log_files())})")
+            stack.start(should_stop=stop.is_set)
+            if not stop.is_set():
+                state["phase"] = "running"
+                write_state(options.data_dir, state)
+                merger.say("dev", banner(state["endpoints"], detached=False))
+                code = _watch(stack, state, options.data_dir, merger, stop)
+        except StartFailed as e:
+            merger.say("dev", f"error: {e}")
+            code = 1
+        finally:
+            state["phase"] = "stopping"
+            write_state(options.data_dir, state)
+            merger.say("dev", "stopping")
+            stack.stop()
+            merger.say("dev", "stopped")
+            merger.stop()
+            remove_state(options.data_dir)
+    return code
+
+
+def _watch(
+    stack: DevStack, state: dict[str, Any], data_dir: Path, merger: LogMerger, stop: threading.Event
+) -> int:
+    """Wait for a signal (0) or a process that exits (1; the load generator alone may
+    end, the stack runs on)."""
+    while not stop.wait(0.5):
+        gone = stack.exited()
+        if not gone:
+            continue
+        if set(gone) == {"loadgen"}:
+            merger.say("dev", f"loadgen exited with {gone['loadgen']}; the stack runs on")
+            stack.loadgen = None
+            state["processes"].pop("loadgen", None)
+            write_state(data_dir, state)
+            continue
+        what = ", ".join(f"{name} (exit {rc})" for name, rc in gone.items())
+        merger.say("dev", f"error: {what} exited; stopping the stack")
+        return 1
+    return 0
+
+
+def banner(endpoints: dict[str, Any], *, detached: bool) -> str:
+    """What ``dev up`` prints once everything is up: the endpoints and what to try."""
+    riak = endpoints["riak"]
+    zk = endpoints["zookeeper"]
+    lines = [
+        f"dev stack up (data, configs and logs in {endpoints['data_dir']}):",
+        f"  riak (devnode)  {riak}",
+        f"  companion       {endpoints['companion']}    status page {endpoints['status_page']}",
+        f"  relocator       udp {endpoints['relocator_udp']}  tcp {endpoints['relocator_tcp']}"
+        f"  status {endpoints['relocator_ops']}/status",
+        f"  zookeeper       {zk} (root {endpoints['zk_root']})"
+        if zk
+        else "  zookeeper       none (apt-get install zookeeper, pip install "
+        "'riak-events[zookeeper]'; or --zookeeper HOSTS)",
+        f"  plugins         {', '.join(endpoints['plugin_dirs'])} (hot reloaded) and the "
+        "installed examples",
+        "try:",
+        f"  riak-events read --node {riak} --dc ams4 --start now-1m --end now",
+        f"  riak-events status --node {riak} --companion {endpoints['companion']} "
+        f"--relocator {endpoints['relocator_ops']}",
+    ]
+    data_dir = f" --data-dir {endpoints['data_dir']}"
+    lines.append(
+        f"riak-events dev status{data_dir} / dev down{data_dir}"
+        if detached
+        else "Ctrl-C stops everything."
+    )
+    return "\n".join(lines)
+
+
+def _probe(name: str, endpoints: dict[str, Any]) -> str:
+    """One process's health in words: "ok", or what is wrong."""
+    urls = {
+        "devnode": f"{endpoints['riak']}/ping",
+        "companion": f"{endpoints['companion']}/healthz",
+        "relocator": f"{endpoints['relocator_ops']}/readyz",
+    }
+    if name == "zookeeper":
+        port = int(str(endpoints["zookeeper"]).rsplit(":", 1)[1])
+        try:
+            return "ok" if four_letter(port, "ruok") == "imok" else "not answering ruok"
+        except OSError as e:
+            return f"unreachable: {e.strerror or e}"
+    if name not in urls:
+        return "ok"
+    try:
+        answer = httpx.get(urls[name], timeout=3.0)
+    except httpx.HTTPError as e:
+        return f"unreachable: {type(e).__name__}"
+    if answer.status_code == 200:
+        return "ok"
+    return f"HTTP {answer.status_code}: {answer.text.strip()[:80]}"
+
+
+def describe(state: dict[str, Any]) -> dict[str, Any]:
+    """``dev status``'s report from a state file: each process alive and healthy."""
+    endpoints = state.get("endpoints", {})
+    alive = same_process(state.get("pid"), state.get("pid_start"))
+    shown = {
+        "zookeeper": endpoints.get("zookeeper"),
+        "devnode": endpoints.get("riak"),
+        "companion": endpoints.get("companion"),
+        "relocator": endpoints.get("relocator_ops"),
+        "loadgen": endpoints.get("relocator_tcp"),
+    }
+    processes = {}
+    for name, info in state.get("processes", {}).items():
+        running = same_process(info.get("pid"), info.get("start"))
+        processes[name] = {
+            "pid": info.get("pid"),
+            "running": running,
+            "health": _probe(name, endpoints) if running else "not running",
+            "endpoint": shown.get(name),
+            "log": info.get("log"),
+        }
+    phase = state.get("phase", "?") if alive else "supervisor gone"
+    return {
+        "data_dir": state.get("data_dir"),
+        "running": alive,
+        "phase": phase,
+        "healthy": alive
+        and phase == "running"
+        and all(p["health"] == "ok" for p in processes.values()),
+        "uptime_s": time.time() - float(state.get("started_at", time.time())) if alive else None,
+        "supervisor": {"pid": state.get("pid"), "alive": alive},
+        "processes": processes,
+        "endpoints": endpoints,
+    }
+
+
+def stop_stack(data_dir: Path, state: dict[str, Any], *, timeout_s: float) -> list[str]:
+    """Stop the stack of ``state``: SIGTERM to its supervisor, which stops everything;
+    then SIGKILL of the process group of whatever is left (a supervisor that was killed
+    or did not finish in ``timeout_s``).
+
+    Returns:
+        The names of the processes that had to be killed.
+    """
+    pid, start = state.get("pid"), state.get("pid_start")
+    if same_process(pid, start):
+        assert pid is not None
+        os.kill(pid, signal.SIGTERM)
+        deadline = time.monotonic() + timeout_s
+        while same_process(pid, start) and time.monotonic() < deadline:
+            time.sleep(0.2)
+    killed = []
+    if same_process(pid, start):
+        assert pid is not None
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+        killed.append("supervisor")
+    for name, info in state.get("processes", {}).items():
+        if same_process(info.get("pid"), info.get("start")):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(info["pid"], signal.SIGKILL)
+            killed.append(name)
+    remove_state(data_dir)
+    return killed
