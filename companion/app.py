@@ -248,6 +248,8 @@ def _node_view(request: Request) -> dict[str, Any]:
     # What the registry mirror installed and rejected (unsigned, untrusted key, bad
     # signature, does not load in the sandbox), with why.
     view["registry"] = read_status(settings.registry_dir)
+    # Substreams disabled on this node (name -> version, reason, at): `substream status`.
+    view["disabled"] = state.engine.disabled.all()
     if settings.hide_addresses:
         view["zookeeper"].pop("hosts", None)
     return view

@@ -34,6 +34,7 @@ import click
 from devstack import supervisor
 from devstack.stack import DevStackError
 from devstack.state import read_state
+from eventstore.options import json_option
 
 __all__ = ["dev"]
 
@@ -183,7 +184,7 @@ def down(data_dir: Path, timeout_s: float) -> None:
 
 @dev.command()
 @_DATA_DIR
-@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+@json_option
 def status(data_dir: Path, as_json: bool) -> None:
     """Show what runs: each process, its health and its endpoint."""
     data_dir = data_dir.expanduser().absolute()

@@ -4,9 +4,12 @@
     riak-events sereal decode FILE          the value as JSON (one document per file)
     riak-events sereal encode [FILE]        JSON (or JSON Lines with --lines) to Sereal
 
-FILE may be ``-`` for standard input. Values JSON cannot hold are shown tagged:
-bytes as ``{"$bytes_hex": ...}``, PerlRef as ``{"$ref": ...}``, PerlObject as
-``{"$object": class, "value": ...}``, PerlRegexp as ``{"$regexp": pattern, "flags": f}``.
+FILE may be ``-`` for standard input. ``header`` and ``decode`` also take a stored blob
+(``riak-events chunk get KEY --raw``): its checksum postfix is verified and stripped
+first, and a blob that fails its checksum is an error naming the digest (exit 1).
+Values JSON cannot hold are shown tagged: bytes as ``{"$bytes_hex": ...}``, PerlRef as
+``{"$ref": ...}``, PerlObject as ``{"$object": class, "value": ...}``, PerlRegexp as
+``{"$regexp": pattern, "flags": f}``.
 """
 
 from __future__ import annotations
@@ -18,21 +21,24 @@ from typing import Any, BinaryIO
 import click
 
 from eventstore import sereal
+from eventstore.blob import has_postfix, verify_postfix
+from eventstore.errors import BlobError
 
 
-def _to_json(value: Any) -> Any:
+def to_json(value: Any) -> Any:
+    """``value`` as JSON can hold it (the tagged forms of the module docstring)."""
     if isinstance(value, bytes):
         return {"$bytes_hex": value.hex()}
     if isinstance(value, sereal.PerlRef):
-        return {"$ref": "<self>" if value.value is value else _to_json(value.value)}
+        return {"$ref": "<self>" if value.value is value else to_json(value.value)}
     if isinstance(value, sereal.PerlObject):
-        return {"$object": value.class_name, "frozen": value.frozen, "value": _to_json(value.value)}
+        return {"$object": value.class_name, "frozen": value.frozen, "value": to_json(value.value)}
     if isinstance(value, sereal.PerlRegexp):
         return {"$regexp": value.pattern, "flags": value.flags}
     if isinstance(value, dict):
-        return {k: _to_json(v) for k, v in value.items()}
+        return {k: to_json(v) for k, v in value.items()}
     if isinstance(value, list):
-        return [_to_json(v) for v in value]
+        return [to_json(v) for v in value]
     if isinstance(value, str):
         # Undecodable Perl bytes are held as surrogate escapes; JSON cannot carry them.
         return value.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
@@ -41,6 +47,18 @@ def _to_json(value: Any) -> Any:
 
 def _read(stream: BinaryIO) -> bytes:
     return stream.read()
+
+
+def _document(stream: BinaryIO) -> bytes:
+    """The Sereal document in ``stream``: a stored blob's checksum postfix is verified
+    and stripped; bytes without one are taken as a bare document."""
+    data = _read(stream)
+    if not has_postfix(data):
+        return data
+    try:
+        return bytes(verify_postfix(data, stream.name))
+    except BlobError as exc:
+        raise click.ClickException(str(exc)) from exc
 
 
 @click.group("sereal")
@@ -53,7 +71,7 @@ def sereal_command() -> None:
 def header_command(file: BinaryIO) -> None:
     """Print the header of the Sereal document in FILE as JSON."""
     try:
-        head = sereal.decode_header(_read(file))
+        head = sereal.decode_header(_document(file))
     except sereal.SerealError as exc:
         raise click.ClickException(f"{file.name}: {exc}") from exc
     click.echo(
@@ -62,7 +80,7 @@ def header_command(file: BinaryIO) -> None:
                 "protocol": head.protocol,
                 "compression": head.compression,
                 "body_offset": head.body_offset,
-                "user_header": _to_json(head.user_header),
+                "user_header": to_json(head.user_header),
                 "implementation": sereal.IMPLEMENTATION,
             }
         )
@@ -80,12 +98,12 @@ def header_command(file: BinaryIO) -> None:
 )
 @click.option("--pretty", is_flag=True, help="Indent the JSON.")
 def decode_command(file: BinaryIO, binary: str, pretty: bool) -> None:
-    """Decode the Sereal document in FILE and print it as JSON."""
+    """Decode the Sereal document (or stored blob) in FILE and print it as JSON."""
     try:
-        value = sereal.decode(_read(file), binary=binary)
+        value = sereal.decode(_document(file), binary=binary)
     except sereal.SerealError as exc:
         raise click.ClickException(f"{file.name}: {exc}") from exc
-    click.echo(json.dumps(_to_json(value), ensure_ascii=False, indent=2 if pretty else None))
+    click.echo(json.dumps(to_json(value), ensure_ascii=False, indent=2 if pretty else None))
 
 
 @sereal_command.command("encode")

@@ -1,0 +1,275 @@
+"""The whole system's state, as ``riak-events status`` shows it, from HTTP and ZooKeeper.
+
+It asks what every daemon already serves and imports none of them (this module sits in
+``eventstore``, below them all):
+
+- each Riak node: ``GET /ping``; ``GET /stats`` for the post-commit hook's counters,
+  which only the devnode serves (``devnode_hook_*``): on Riak they are read with
+  ``riak eval "riak_events_notifier:status()."`` (erlang_hooks/README.md);
+- each companion: ``GET /v1/status`` (per substream: versions loaded, runs, failures,
+  p50/p99, last error; disabled markers);
+- each relocator: ``GET /status`` (backlog per cluster, open events) and ``GET /metrics``
+  (``relocator_epoch_lag_seconds``: from an epoch's end to its metadata committed);
+- ZooKeeper (optional): the live companions ``<root>/companions/<node>`` (JSON naming
+  their URLs and their Riak nodes) and the registered relocators ``<root>/relocators/<id>``
+  (an id only: their ops URL must be given).
+
+Failure semantics: nothing raises for a daemon that is down or answers badly: its entry
+says ``up: false`` and ``error``, and :func:`problems` lists it; only an unreachable
+ZooKeeper that was asked for is an entry of its own. Every request has ``timeout_s``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import httpx
+from prometheus_client.parser import text_string_to_metric_families
+
+__all__ = ["collect", "companions_from_zookeeper", "get_json", "problems"]
+
+#: A relocator's backlog for a cluster is a problem from this many epochs on (a push
+#: cycle or two of backlog is the normal state of a running relocator).
+BACKLOG_WARN_EPOCHS = 10
+
+#: The hook's counters in the devnode's ``/stats``, shown without their prefix.
+_HOOK_PREFIX = "devnode_hook_"
+
+
+def get_json(url: str, *, timeout_s: float) -> tuple[Any, str | None]:
+    """GET ``url``; returns (decoded JSON or None, error in words or None)."""
+    try:
+        answer = httpx.get(url, timeout=timeout_s)
+    except httpx.HTTPError as e:
+        return None, f"unreachable ({type(e).__name__})"
+    if answer.status_code != 200:
+        return None, f"HTTP {answer.status_code} from {url}"
+    try:
+        return answer.json(), None
+    except ValueError:
+        return None, f"{url} did not answer JSON"
+
+
+def _node(url: str, timeout_s: float) -> dict[str, Any]:
+    entry: dict[str, Any] = {"url": url, "up": False, "error": None, "hook": None}
+    try:
+        ping = httpx.get(f"{url}/ping", timeout=timeout_s)
+    except httpx.HTTPError as e:
+        entry["error"] = f"unreachable ({type(e).__name__})"
+        return entry
+    if ping.status_code != 200:
+        entry["error"] = f"does not answer as Riak (GET /ping: HTTP {ping.status_code})"
+        return entry
+    entry["up"] = True
+    stats, error = get_json(f"{url}/stats", timeout_s=timeout_s)
+    if isinstance(stats, dict) and any(k.startswith(_HOOK_PREFIX) for k in stats):
+        entry["kind"] = "devnode"
+        entry["hook"] = {
+            k.removeprefix(_HOOK_PREFIX): v for k, v in stats.items() if k.startswith(_HOOK_PREFIX)
+        }
+    else:
+        entry["kind"] = "riak"
+        entry["hook_note"] = (
+            "hook counters are not served over HTTP by Riak: "
+            'riak eval "riak_events_notifier:status()." on the node'
+        )
+        if error:
+            entry["hook_note"] += f" (/stats: {error})"
+    return entry
+
+
+def _substream_state(name: str, info: dict[str, Any], disabled: dict[str, Any]) -> str:
+    if name in disabled:
+        return "disabled"
+    failures = sum(int(n) for n in info.get("failures", {}).values())
+    if info.get("runs", 0) and failures and not info.get("ok"):
+        return "failing"
+    return "ok" if info.get("runs", 0) else "idle"
+
+
+def _companion(url: str, timeout_s: float) -> dict[str, Any]:
+    entry: dict[str, Any] = {"url": url, "up": False, "error": None, "substreams": {}}
+    view, error = get_json(f"{url}/v1/status", timeout_s=timeout_s)
+    if not isinstance(view, dict):
+        entry["error"] = error or "unexpected /v1/status"
+        return entry
+    entry["up"] = True
+    entry["workers"] = view.get("workers")
+    entry["queue_depth"] = view.get("queue_depth")
+    disabled = view.get("disabled", {})
+    stats = view.get("substreams", {})
+    for name in sorted(set(view.get("loaded", {})) | set(stats) | set(disabled)):
+        info = stats.get(name, {})
+        entry["substreams"][name] = {
+            "state": _substream_state(name, info, disabled),
+            "versions": sorted(view.get("loaded", {}).get(name, {})),
+            "runs": info.get("runs", 0),
+            "ok": info.get("ok", 0),
+            "failures": info.get("failures", {}),
+            "p50_ms": info.get("p50_ms"),
+            "p99_ms": info.get("p99_ms"),
+            "last_error": info.get("last_error"),
+            "disabled": disabled.get(name),
+        }
+    return entry
+
+
+def _lag(metrics_text: str) -> dict[str, float | None]:
+    """Mean and p99 (bucket upper bound) of ``relocator_epoch_lag_seconds``."""
+    buckets: list[tuple[float, float]] = []
+    total = count = 0.0
+    for family in text_string_to_metric_families(metrics_text):
+        if family.name != "relocator_epoch_lag_seconds":
+            continue
+        for sample in family.samples:
+            if sample.name.endswith("_bucket"):
+                buckets.append((float(sample.labels["le"]), sample.value))
+            elif sample.name.endswith("_sum"):
+                total = sample.value
+            elif sample.name.endswith("_count"):
+                count = sample.value
+    if not count:
+        return {"mean_s": None, "p99_s": None}
+    p99 = next((le for le, n in sorted(buckets) if n >= 0.99 * count), math.inf)
+    return {"mean_s": total / count, "p99_s": None if math.isinf(p99) else p99}
+
+
+def _relocator(url: str, timeout_s: float) -> dict[str, Any]:
+    entry: dict[str, Any] = {"url": url, "up": False, "error": None}
+    status, error = get_json(f"{url}/status", timeout_s=timeout_s)
+    if not isinstance(status, dict):
+        entry["error"] = error or "unexpected /status"
+        return entry
+    entry["up"] = True
+    entry["id"] = status.get("zk_id")
+    entry["backlog"] = status.get("backlog", {})
+    entry["events_pushed"] = status.get("events_pushed", {})
+    entry["open_events"] = status.get("open_events")
+    try:
+        metrics = httpx.get(f"{url}/metrics", timeout=timeout_s).text
+        entry["lag"] = _lag(metrics)
+    except (httpx.HTTPError, ValueError) as e:
+        entry["lag"] = {"mean_s": None, "p99_s": None, "error": type(e).__name__}
+    return entry
+
+
+def companions_from_zookeeper(client: Any, root: str) -> dict[str, dict[str, Any]]:
+    """node -> its live znode's JSON (``endpoints.companion``, ``endpoints.riak``...);
+    malformed znodes are left out."""
+    path = f"{root.rstrip('/')}/companions"
+    found: dict[str, dict[str, Any]] = {}
+    if not client.exists(path):
+        return found
+    for node in sorted(client.get_children(path)):
+        data, _ = client.get(f"{path}/{node}")
+        try:
+            value = json.loads(data)
+        except ValueError:
+            continue
+        if isinstance(value, dict):
+            found[node] = value
+    return found
+
+
+def _from_zookeeper(hosts: str, root: str, timeout_s: float) -> dict[str, Any]:
+    """What ZooKeeper says is live: companions (with URLs) and relocator ids."""
+    try:
+        from kazoo.client import KazooClient  # noqa: PLC0415 (optional dependency)
+    except ImportError:
+        return {
+            "hosts": hosts,
+            "ok": False,
+            "error": "kazoo not installed (riak-events[zookeeper])",
+        }
+    client = KazooClient(hosts=hosts, timeout=timeout_s)
+    try:
+        client.start(timeout=timeout_s)
+    except Exception as e:  # kazoo raises its own timeout and connection errors
+        client.close()
+        return {"hosts": hosts, "ok": False, "error": f"unreachable ({type(e).__name__})"}
+    try:
+        companions = companions_from_zookeeper(client, root)
+        path = f"{root.rstrip('/')}/relocators"
+        relocators = sorted(client.get_children(path)) if client.exists(path) else []
+    finally:
+        client.stop()
+        client.close()
+    return {"hosts": hosts, "root": root, "ok": True, "companions": companions,
+            "relocators": relocators}  # fmt: skip
+
+
+def collect(
+    *,
+    nodes: Sequence[str] = (),
+    companions: Sequence[str] = (),
+    relocators: Sequence[str] = (),
+    zookeeper: str | None = None,
+    zk_root: str = "/riak-events",
+    timeout_s: float = 3.0,
+) -> dict[str, Any]:
+    """The system's status (see the module docstring).
+
+    Args:
+        nodes, companions, relocators: base URLs given by the operator.
+        zookeeper: hosts to find live companions (and their Riak nodes) and relocators.
+        zk_root: our root znode.
+        timeout_s: per request and for the ZooKeeper connection, seconds.
+
+    Returns:
+        ``{"nodes": [...], "companions": [...], "relocators": [...], "zookeeper": ...}``.
+    """
+    zk = _from_zookeeper(zookeeper, zk_root, timeout_s) if zookeeper else None
+    node_urls = [u.rstrip("/") for u in nodes]
+    companion_urls = {u.rstrip("/"): "given" for u in companions}
+    for node, znode in (zk or {}).get("companions", {}).items():
+        endpoints = znode.get("endpoints", {})
+        if isinstance(endpoints.get("companion"), str):
+            companion_urls.setdefault(endpoints["companion"].rstrip("/"), f"zookeeper {node}")
+        riak = endpoints.get("riak", [])
+        for url in [riak] if isinstance(riak, str) else riak:
+            if url.rstrip("/") not in node_urls:
+                node_urls.append(url.rstrip("/"))
+    report: dict[str, Any] = {
+        "nodes": [_node(u, timeout_s) for u in node_urls],
+        "companions": [
+            {**_companion(u, timeout_s), "source": source} for u, source in companion_urls.items()
+        ],
+        "relocators": [_relocator(u.rstrip("/"), timeout_s) for u in relocators],
+        "zookeeper": None if zk is None else {k: v for k, v in zk.items() if k != "companions"},
+    }
+    seen = {r.get("id") for r in report["relocators"]}
+    for rid in (zk or {}).get("relocators", []):
+        if rid not in seen:
+            report["relocators"].append(
+                {"url": None, "id": rid, "up": None,
+                 "error": "registered in ZooKeeper; pass --relocator URL for its status"}
+            )  # fmt: skip
+    return report
+
+
+def problems(report: dict[str, Any]) -> list[str]:
+    """One line per thing that is wrong: a daemon down, a substream disabled or failing,
+    a backlog, ZooKeeper unreachable."""
+    found = []
+    zk = report.get("zookeeper")
+    if zk is not None and not zk.get("ok"):
+        found.append(f"zookeeper {zk['hosts']}: {zk.get('error')}")
+    for node in report["nodes"]:
+        if not node["up"]:
+            found.append(f"node {node['url']}: {node['error']}")
+    for c in report["companions"]:
+        if not c["up"]:
+            found.append(f"companion {c['url']}: {c['error']}")
+        for name, s in c["substreams"].items():
+            if s["state"] in ("disabled", "failing"):
+                found.append(f"companion {c['url']}: substream {name} {s['state']}")
+    for r in report["relocators"]:
+        if r["up"] is False:
+            found.append(f"relocator {r['url']}: {r['error']}")
+        for cluster, n in (r.get("backlog") or {}).items():
+            if n >= BACKLOG_WARN_EPOCHS:
+                found.append(f"relocator {r['url']}: backlog of {n} epochs for {cluster}")
+    return found
