@@ -11,17 +11,19 @@ Also the checks that turn a routine mistake into one line naming what to fix, ma
 before anything is started: :func:`node_url_error` (a node given without ``http://``),
 :func:`check_riak_node` (a URL that does not answer as Riak), :func:`check_dc`.
 
-Pure click and httpx; nothing here reads the environment except through click.
+Pure click and the standard library; nothing here reads the environment except through click.
 """
 
 from __future__ import annotations
 
+import http.client
+import urllib.error
+import urllib.request
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
 import click
-import httpx
 
 from eventstore.errors import InvalidName
 from eventstore.names import MetadataKey
@@ -158,15 +160,18 @@ def check_riak_node(url: str, *, timeout_s: float = 5.0) -> None:
         raise click.ClickException(f"node {problem}")
     ping = url.rstrip("/") + "/ping"
     try:
-        answer = httpx.get(ping, timeout=timeout_s)
-    except httpx.HTTPError as e:
+        with urllib.request.urlopen(ping, timeout=timeout_s) as answer:
+            status = int(answer.status)
+    except urllib.error.HTTPError as e:
+        status = e.code
+    except (OSError, http.client.HTTPException) as e:
+        reason = getattr(e, "reason", e)
         raise click.ClickException(
-            f"node {url}: cannot reach it ({type(e).__name__}: {e}); is Riak (or the devnode) "
-            "running there?"
+            f"node {url}: cannot reach it ({reason}); is Riak (or the devnode) running there?"
         ) from None
-    if answer.status_code != 200:
+    if status != 200:
         raise click.ClickException(
-            f"node {url} does not answer as Riak: GET /ping answered HTTP {answer.status_code} "
+            f"node {url} does not answer as Riak: GET /ping answered HTTP {status} "
             "(Riak's HTTP port is 8098 by default; 5000 is a companion's)"
         )
 

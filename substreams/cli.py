@@ -182,9 +182,10 @@ def keygen(path: Path) -> None:
     from substreams.signing import generate  # noqa: PLC0415
 
     try:
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         public_path, text = generate(path)
-    except InvalidKey as e:
-        raise click.ClickException(str(e)) from e
+    except (InvalidKey, OSError) as e:
+        raise click.ClickException(f"cannot write the key pair {path}: {e}") from e
     click.echo(f"private key: {path} (keep it secret; publish --key {path})")
     click.echo(f"public key:  {public_path}")
     click.echo(f'trust it on every node: trusted_keys = ["{text}"]')
