@@ -1,0 +1,241 @@
+"""A whole cluster in containers on a real engine, driven from the host.
+
+``riak-events cluster`` (eventstore/cluster) builds the images and brings up a devnode
+whose ring maps three logical nodes to three companion containers (each on its own
+address), ZooKeeper and two relocators sharing a spool. From the host, acknowledged
+events go in through a relocator's published TCP port (``TcpEmitter``) and come back
+through ``consumer_lib``; then containers are killed with SIGKILL and the README's
+promises are checked: acknowledged events survive a relocator kill; a companion kill
+leaves gaps that the consumer fills by falling back, and that the companion's auditor
+repairs once it is back.
+
+The engine: ``DOCKER_HOST`` when set (Docker or any podman socket); else this module
+starts ``podman system service`` on a socket of its own, with the project's
+deploy/podman/containers.conf (runc, no default ulimits, netavark). Images are tagged
+with a hash of their inputs and the base tarball is kept in ~/.cache/riak-events, so a
+second run builds nothing.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import time
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, Literal
+
+import pytest
+
+from consumer_lib import EventsClient
+from eventstore.cluster import topology as topo
+from eventstore.cluster.engine import Cluster, connect
+from eventstore.cluster.images import Builder
+from relocator.producer import TcpEmitter
+
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(1500)]
+
+ROOT = Path(__file__).resolve().parents[2]
+DCS = ("ams1", "ams4")
+
+
+@pytest.fixture(scope="module")
+def engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """A docker SDK client: DOCKER_HOST, else a podman API service started here."""
+    if os.environ.get("DOCKER_HOST"):
+        yield connect()
+        return
+    if shutil.which("podman") is None:
+        pytest.fail("no container engine: apt-get install podman runc netavark aardvark-dns")
+    folder = tmp_path_factory.mktemp("podman")
+    socket = folder / "podman.sock"
+    env = {**os.environ, "CONTAINERS_CONF": str(ROOT / "deploy/podman/containers.conf")}
+    log = (folder / "service.log").open("w")
+    service = subprocess.Popen(
+        ["podman", "system", "service", "--time=0", f"unix://{socket}"],
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    deadline = time.monotonic() + 30
+    while not socket.exists() and time.monotonic() < deadline and service.poll() is None:
+        time.sleep(0.1)
+    os.environ["DOCKER_HOST"] = f"unix://{socket}"
+    try:
+        yield connect()
+    finally:
+        del os.environ["DOCKER_HOST"]
+        service.terminate()
+        service.wait(timeout=30)
+        log.close()
+
+
+@pytest.fixture(scope="module")
+def cluster(engine: Any) -> Iterator[Cluster]:
+    """Three logical nodes with three companions, two relocators, ZooKeeper: healthy."""
+    started = time.monotonic()
+    images = Builder(engine, ROOT, progress=print).all()
+    built = time.monotonic()
+    topology = topo.build(
+        f"rete2e{os.getpid()}", nodes=3, relocators=2, dcs=DCS, audit_interval_s=2.0
+    )
+    running = Cluster(engine, topology)
+    try:
+        running.up(images, timeout_s=240, progress=print)
+        print(f"images {built - started:.0f} s, up {time.monotonic() - built:.0f} s")
+        yield running
+    finally:
+        for service in ("devnode", "companion2", "relocator1", "relocator2"):
+            if running.container(service) is not None:
+                print(f"--- {service} ---\n{running.logs(service, tail=40)}")
+        running.down(volumes=True)
+
+
+def _address(cluster: Cluster, service: str, port: str) -> tuple[str, int]:
+    published = cluster.published(service, port)
+    assert published is not None, f"{service} {port} is not published"
+    host, _, number = published.rpartition(":")
+    return host, int(number)
+
+
+def _send(cluster: Cluster, relocator: str, count: int, tag: str) -> tuple[int, int]:
+    """Send ``count`` acknowledged events per dc through ``relocator``; the epoch range."""
+    host, port = _address(cluster, relocator, "5141/tcp")
+    start = int(time.time())
+    emitter = TcpEmitter(host, port)
+    try:
+        for i in range(count):
+            for dc in DCS:
+                status = 500 if i % 7 == 0 else 200
+                event = {"tag": tag, "i": i, "http": {"url": f"/p{i % 5}", "status": status}}
+                assert emitter.emit(event, "web", "main", dc)
+        assert emitter.flush(60), f"{relocator} did not acknowledge everything"
+        assert emitter.acked == count * len(DCS)
+    finally:
+        emitter.close()
+    return start, int(time.time()) + 1
+
+
+def _client(cluster: Cluster) -> EventsClient:
+    host, port = _address(cluster, "devnode", "8098/tcp")
+    return EventsClient([f"http://{host}:{port}"], timeout_s=10.0)
+
+
+def _tagged(client: EventsClient, start: int, end: int, tag: str) -> Counter[str]:
+    found: Counter[str] = Counter()
+    for dc in DCS:
+        for event in client.events(dc, start - 5, end + 30):
+            if event.event.get("tag") == tag:
+                found[dc] += 1
+    return found
+
+
+def _wait_for(what: str, check: Any, timeout_s: float = 90.0) -> Any:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        value = check()
+        if value:
+            return value
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(1.0)
+
+
+def _served(
+    client: EventsClient, start: int, end: int, fallback: Literal["auto", "off"]
+) -> Counter[str]:
+    served: Counter[str] = Counter()
+    for dc in DCS:
+        for result in client.substream("event_counts", dc, start - 5, end + 30, fallback=fallback):
+            served[result.served] += 1
+    return served
+
+
+def test_events_and_substreams_read_back_from_the_host(cluster: Cluster) -> None:
+    """Acknowledged events in through a relocator, read back with every substream result
+    computed by the companions: the hook reached each of the three companion containers."""
+    start, end = _send(cluster, "relocator1", 300, "basic")
+    with _client(cluster) as client:
+        found = _wait_for(
+            "every event",
+            lambda: (c := _tagged(client, start, end, "basic")) == {dc: 300 for dc in DCS} and c,
+        )
+        assert found == {dc: 300 for dc in DCS}
+        served = _wait_for(
+            "every result from a companion",
+            lambda: (s := _served(client, start, end, "off")) and set(s) == {"server"} and s,
+        )
+        assert served["server"] > 0
+        totals = sum(
+            r.result["total"]
+            for dc in DCS
+            for r in client.substream("event_counts", dc, start - 5, end + 30)
+            if r.result is not None
+        )
+        assert totals >= 600
+    stats = client_stats(cluster)
+    assert stats["devnode_hook_sent_total"] > 0 and stats["devnode_hook_failed_total"] == 0
+
+
+def client_stats(cluster: Cluster) -> dict[str, Any]:
+    import httpx
+
+    host, port = _address(cluster, "devnode", "8098/tcp")
+    return dict(httpx.get(f"http://{host}:{port}/stats", timeout=10).json())
+
+
+def test_acknowledged_events_survive_a_relocator_kill(cluster: Cluster) -> None:
+    """SIGKILL right after the last acknowledgement: after a restart every event is stored."""
+    start, end = _send(cluster, "relocator2", 500, "relocator-kill")
+    cluster.kill("relocator2")
+    cluster.start("relocator2")
+    cluster.wait_healthy(timeout_s=120, services=["relocator2"])
+    with _client(cluster) as client:
+        found = _wait_for(
+            "every acknowledged event after the kill",
+            lambda: (
+                (c := _tagged(client, start, end, "relocator-kill")) == {dc: 500 for dc in DCS}
+                and c
+            ),
+        )
+    assert found == {dc: 500 for dc in DCS}
+
+
+def test_a_killed_companion_leaves_gaps_the_consumer_fills_and_the_auditor_repairs(
+    cluster: Cluster,
+) -> None:
+    """With companion2 killed its chunks have no results: the consumer falls back for
+    them (and the counts add up to the full stream); once it is back, its auditor
+    writes them."""
+    cluster.kill("companion2")
+    try:
+        start, end = _send(cluster, "relocator1", 300, "companion-kill")
+        with _client(cluster) as client:
+            _wait_for(
+                "the events",
+                lambda: _tagged(client, start, end, "companion-kill") == {dc: 300 for dc in DCS},
+            )
+            time.sleep(3)  # the hook's posts to the other companions have been answered
+            gaps = _served(client, start, end, "off")
+            assert gaps["gap"] > 0 and gaps["server"] > 0, gaps
+            filled = _served(client, start, end, "auto")
+            assert filled["fallback"] == gaps["gap"] and "gap" not in filled, filled
+            everything = sum(1 for dc in DCS for _ in client.events(dc, start - 5, end + 30))
+            counted = sum(
+                r.result["total"]
+                for dc in DCS
+                for r in client.substream("event_counts", dc, start - 5, end + 30)
+                if r.result is not None
+            )
+            assert counted == everything
+    finally:
+        cluster.start("companion2")
+    cluster.wait_healthy(timeout_s=120, services=["companion2"])
+    with _client(cluster) as client:
+        served = _wait_for(
+            "the auditor to repair every result",
+            lambda: (s := _served(client, start, end, "off")) and set(s) == {"server"} and s,
+            timeout_s=120,
+        )
+    assert served["server"] == sum(gaps.values())

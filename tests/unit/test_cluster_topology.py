@@ -1,0 +1,85 @@
+"""The topology `riak-events cluster up` runs: every generated config is accepted by the
+daemon's own settings loader, and the devnode's ring sends each logical node's chunk
+keys to a companion container of its own."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from companion import settings as companion_settings
+from eventstore.cluster import topology as topo
+from eventstore.devnode import settings as devnode_settings
+from relocator import settings as relocator_settings
+
+pytestmark = pytest.mark.unit
+
+
+def _config(tmp_path: Path, service: topo.Service) -> Path:
+    path = tmp_path / f"{service.name}.toml"
+    path.write_text(service.env["RIAK_EVENTS_CONFIG_TOML"])
+    return path
+
+
+def test_devnode_flavor_maps_each_logical_node_to_its_own_companion(tmp_path: Path) -> None:
+    t = topo.build("rx", nodes=3, relocators=2)
+    devnode = t.get("devnode")
+    assert devnode is not None
+    loaded = devnode_settings.load(_config(tmp_path, devnode), data_dir=tmp_path / "d")
+    assert loaded.companions == {
+        "dev1@rx-devnode": "http://rx-companion1:5000",
+        "dev2@rx-devnode": "http://rx-companion2:5000",
+        "dev3@rx-devnode": "http://rx-companion3:5000",
+    }
+    for i in (1, 2, 3):
+        companion = t.get(f"companion{i}")
+        assert companion is not None and companion.share_network_of is None
+        c = companion_settings.load(_config(tmp_path, companion))
+        assert c.node == f"dev{i}@rx-devnode"
+        assert list(c.ring_nodes) == list(loaded.nodes)
+
+
+def test_relocators_share_the_spool_with_distinct_writer_ids(tmp_path: Path) -> None:
+    t = topo.build("rx", relocators=2)
+    loaded = []
+    for name in ("relocator1", "relocator2"):
+        service = t.get(name)
+        assert service is not None
+        assert service.volumes["spool"] == f"{topo.STATE}/spool"
+        loaded.append(relocator_settings.load(_config(tmp_path, service)))
+    assert {s.writer_id for s in loaded} == {1, 2}
+    assert loaded[0].spool_dir == loaded[1].spool_dir
+
+
+def test_riak_flavor_runs_each_companion_in_its_nodes_network(tmp_path: Path) -> None:
+    t = topo.build("rx", flavor="riak", nodes=3)
+    for i in (1, 2, 3):
+        companion = t.get(f"companion{i}")
+        node = t.get(f"riak{i}")
+        assert companion is not None and node is not None
+        assert companion.share_network_of == f"riak{i}" and not companion.ports
+        c = companion_settings.load(_config(tmp_path, companion))
+        assert c.node == node.env["RIAK_NODENAME"] == f"riak@rx-riak{i}"
+    assert "RIAK_CLUSTER_SIZE" in t.services[1].env
+
+
+def test_every_port_is_published_on_loopback_only() -> None:
+    for flavor in topo.FLAVORS:
+        for service in topo.build("rx", flavor=flavor).services:
+            assert service.health, service.name
+            for host_port in service.ports.values():
+                assert host_port is None  # the engine picks a free port on 127.0.0.1
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"nodes": 0}, "nodes must be 1..8"),
+        ({"flavor": "cassandra"}, "flavor must be one of"),
+        ({"relocators": 9}, "relocators must be 0..8"),
+    ],
+)
+def test_bad_arguments_name_what_is_wrong(kwargs: dict[str, object], message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        topo.build("rx", **kwargs)  # type: ignore[arg-type]
