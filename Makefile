@@ -17,8 +17,12 @@ SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 # Chromium: the companion status page is checked in a real headless browser.
 # systemd: systemd-analyze checks the units in deploy/systemd.
 # iproute2: the chaos campaign (bench/chaos.py) cuts the devnode's link with ip netns.
+# podman (with runc, netavark, aardvark-dns) serves the Docker Engine API for the container
+# tests (tests/e2e/test_containers.py, deploy/podman/containers.conf); debootstrap makes
+# their base image without a registry.
 APT_PACKAGES := libsereal-encoder-perl libsereal-decoder-perl libjson-pp-perl erlang-nox \
-	zookeeper default-jre-headless chromium systemd iproute2
+	zookeeper default-jre-headless chromium systemd iproute2 \
+	podman runc netavark aardvark-dns debootstrap
 
 .PHONY: run test lint unit bench system-deps venv testdata clean
 
