@@ -379,6 +379,8 @@ def tail(  # noqa: PLR0917 (one parameter per click option)
     """Follow DC seconds behind real time (the full stream, or --substream NAME);
     skipped epochs are reported on stderr."""
     now = time.time()
+    if start is not None and end is not None:
+        cli_range(start, end, now=now)  # a backwards range is an error here too
     options: dict[str, Any] = {
         "position": position,
         "start": None if start is None else parse_bound(start, "--start", now=now),
