@@ -1,0 +1,109 @@
+"""One interface: every ``riak-events`` command names the same thing the same way.
+
+Walks every command of the installed ``riak-events`` group (entry points included, so
+a new command is checked too) and checks the conventions of :mod:`eventstore.options`:
+the old names (``--riak``, ``--devnode``, ``--zk-hosts``, ``--until``) exist only as
+hidden aliases next to their canonical option; ``--start`` never comes without
+``--end``; ``--json`` is a flag; commands that print a report or a list have ``--json``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import click
+import pytest
+from click.testing import CliRunner
+
+from eventstore.cli import main
+from eventstore.options import DEPRECATED, aliased_option
+
+pytestmark = pytest.mark.unit
+
+#: Commands that print a report or a list.
+REPORTS = {"substream list", "substream test", "substream check"}
+#: Old names of one command only, besides the project-wide ones.
+LOCAL_ALIASES = {"tail": {"--until": "--end"}}
+
+
+def commands(group: click.Group, prefix: str = "") -> Iterator[tuple[str, click.Command]]:
+    """(path, command) of every subcommand of ``group``, depth first."""
+    ctx = click.Context(group)
+    for name in group.list_commands(ctx):
+        command = group.get_command(ctx, name)
+        assert command is not None, name
+        path = f"{prefix}{name}"
+        yield path, command
+        if isinstance(command, click.Group):
+            yield from commands(command, path + " ")
+
+
+ALL = dict(commands(main))
+
+
+def options(command: click.Command) -> dict[str, click.Option]:
+    """Every option name (``--x``) of ``command`` -> its option."""
+    return {
+        name: p
+        for p in command.params
+        if isinstance(p, click.Option)
+        for name in (*p.opts, *p.secondary_opts)
+        if name.startswith("--")
+    }
+
+
+def test_every_command_is_walked() -> None:
+    assert {"read", "tail", "companion", "relocator", "substream test", "spark export"} <= set(ALL)
+
+
+@pytest.mark.parametrize("path", sorted(ALL))
+def test_old_names_are_hidden_aliases_of_the_canonical_ones(path: str) -> None:
+    named = options(ALL[path])
+    aliases = {**DEPRECATED, **LOCAL_ALIASES.get(path, {})}
+    for old, canonical in aliases.items():
+        if old in named:
+            assert named[old].hidden, f"{path}: {old} must be a hidden alias of {canonical}"
+            assert canonical in named, f"{path}: {old} without {canonical}"
+            assert not named[canonical].hidden
+    visible = {n for n, p in named.items() if not p.hidden}
+    assert not visible & set(DEPRECATED), f"{path}: visible old names {visible & set(DEPRECATED)}"
+
+
+@pytest.mark.parametrize("path", sorted(ALL))
+def test_ranges_and_json_are_spelled_alike(path: str) -> None:
+    named = options(ALL[path])
+    if "--start" in named:
+        assert "--end" in named, f"{path}: --start without --end (ranges are [start, end))"
+    if "--json" in named:
+        assert named["--json"].is_flag and named["--json"].name == "as_json", path
+    if "--zookeeper" in named:
+        assert not named["--zookeeper"].multiple, path
+    if "--node" in named and path not in ("dev up",):
+        assert (
+            "http" in (named["--node"].help or "").lower()
+            or "url" in (named["--node"].help or "").lower()
+        ), f"{path}: --node must be a Riak HTTP URL"
+
+
+@pytest.mark.parametrize("path", sorted(REPORTS))
+def test_report_commands_take_json(path: str) -> None:
+    assert "--json" in options(ALL[path])
+
+
+def test_an_alias_warns_and_gives_its_value_to_the_canonical_option() -> None:
+    @click.command()
+    @aliased_option("--node", "nodes", multiple=True, aliases=("--riak",), required=True)
+    @aliased_option("--zookeeper", aliases=("--zk-hosts",), default="127.0.0.1:2181")
+    def command(nodes: tuple[str, ...], zookeeper: str) -> None:
+        click.echo(f"{','.join(nodes)} {zookeeper}")
+
+    runner = CliRunner()
+    done = runner.invoke(command, ["--riak", "http://a:1", "--riak", "http://b:1"])
+    assert done.exit_code == 0
+    assert done.stdout == "http://a:1,http://b:1 127.0.0.1:2181\n"
+    assert done.stderr == "warning: --riak is deprecated; use --node\n"
+    done = runner.invoke(command, ["--node", "http://a:1", "--zk-hosts", "z:1"])
+    assert done.stdout == "http://a:1 z:1\n"
+    done = runner.invoke(command, [])
+    assert done.exit_code == 2 and "Missing option '--node'" in done.stderr
+    assert "--riak" not in runner.invoke(command, ["--help"]).stdout
