@@ -9,7 +9,9 @@ hidden aliases next to their canonical option; ``--start`` never comes without
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
+from pathlib import Path
 
 import click
 import pytest
@@ -107,3 +109,62 @@ def test_an_alias_warns_and_gives_its_value_to_the_canonical_option() -> None:
     done = runner.invoke(command, [])
     assert done.exit_code == 2 and "Missing option '--node'" in done.stderr
     assert "--riak" not in runner.invoke(command, ["--help"]).stdout
+
+
+# -- paths: the config file's directory, the current directory, never the source tree --
+
+REPO = Path(__file__).parents[2]
+
+
+def test_example_configs_put_no_state_next_to_the_code() -> None:
+    from companion.settings import load as load_companion
+    from relocator.settings import load as load_relocator
+
+    companion = load_companion(REPO / "companion" / "example-config.toml")
+    relocator = load_relocator(REPO / "relocator" / "example-config.toml")
+    # Unset in the examples: relative to wherever the daemon is started.
+    assert companion.state_dir == Path("var/companion")
+    assert relocator.data_dir == Path("var/relocator")
+
+
+def test_relative_paths_of_a_config_file_are_the_files(tmp_path: Path) -> None:
+    from companion.settings import load as load_companion
+    from relocator.settings import load as load_relocator
+
+    (tmp_path / "etc").mkdir()
+    companion_file = tmp_path / "etc" / "c.toml"
+    companion_file.write_text('[companion]\nstate_dir = "st"\nplugin_dirs = ["p"]\n')
+    relocator_file = tmp_path / "etc" / "r.toml"
+    relocator_file.write_text(
+        '[relocator]\ndata_dir = "d"\nspool_dir = "s"\n[clusters.a]\nnodes = ["http://h:1"]\n'
+    )
+    companion = load_companion(companion_file)
+    assert companion.state_dir == tmp_path / "etc" / "st"
+    assert companion.plugin_dirs == (tmp_path / "etc" / "p",)
+    relocator = load_relocator(relocator_file)
+    assert (relocator.data_dir, relocator.spool_dir) == (
+        tmp_path / "etc" / "d",
+        str(tmp_path / "etc" / "s"),
+    )
+    # Given on the command line: the current directory's.
+    given = load_companion(companion_file, state_dir=Path("here"), plugin_dirs=(Path("q"),))
+    assert given.state_dir == Path.cwd() / "here"
+    assert given.plugin_dirs == (Path.cwd() / "q",)
+
+
+def test_a_missing_plugins_directory_is_warned_about(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    from companion.cli import _warn_missing_dirs
+    from companion.settings import load as load_companion
+
+    config = tmp_path / "c.toml"
+    config.write_text('[companion]\nplugin_dirs = ["plugins", "there"]\n')
+    (tmp_path / "there").mkdir()
+    with caplog.at_level(logging.WARNING, logger="companion.cli"):
+        _warn_missing_dirs(load_companion(config), config)
+    assert [r.getMessage() for r in caplog.records] == [
+        f"companion: plugins directory {tmp_path / 'plugins'} does not exist (plugin_dirs of "
+        f"{config}; relative paths are taken from the config file's directory); create it or "
+        "fix the setting"
+    ]
