@@ -327,3 +327,14 @@ def format_listing(entries: Any, nodes: Any, trust: Any) -> str:
         for file, info in sorted(report["registry"].get("rejected", {}).items()):
             lines.append(f"    REJECTED {file} {info.get('version')}: {info.get('reason')}")
     return "\n".join(lines)
+
+
+def _add_operator_commands() -> None:
+    """``enable``, ``disable`` and ``status``: a substream on running companions."""
+    from substreams.control import COMMANDS  # noqa: PLC0415 (its own module)
+
+    for command in COMMANDS:
+        substream.add_command(command)
+
+
+_add_operator_commands()
