@@ -13,7 +13,8 @@ master and the session (the jobs use the active session and leave it running)::
     spark-submit --master yarn "$CLI" export --node http://riak1:8098 --dc ams4 \\
         --start ... --end ... --out hdfs:///events
 
-Progress goes to stderr, one line per hour (export) or a summary (backfill); under
+Progress goes to stderr, one line per hour (export) or a summary (backfill); ``--json``
+prints the hours written or the counts as JSON on stdout; under
 spark-submit it arrives on spark-submit's stdout (Spark forwards the driver's stderr). Every
 option is also an environment variable ``RIAK_EVENTS_SPARK_<COMMAND>_<OPTION>``.
 Bad input exits with status 2 naming the option; a failed job with status 1.
@@ -21,6 +22,8 @@ Bad input exits with status 2 naming the option; a failed job with status 1.
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import os
 import sys
 import time
@@ -30,7 +33,14 @@ from typing import Any
 
 import click
 
-from eventstore.options import CANONICAL, aliased_option, check_dc, check_node_urls, check_riak_node
+from eventstore.options import (
+    CANONICAL,
+    aliased_option,
+    check_dc,
+    check_node_urls,
+    check_riak_node,
+    json_option,
+)
 
 
 @contextmanager
@@ -153,6 +163,7 @@ def _with_common(f: Any) -> Any:
     type=click.FloatRange(0),
     help="Seconds after an hour's end before it is marked complete.",
 )
+@json_option
 def export(  # noqa: PLR0917 (click passes options as arguments)
     nodes: tuple[str, ...],
     master: str | None,
@@ -163,6 +174,7 @@ def export(  # noqa: PLR0917 (click passes options as arguments)
     types: str,
     files_per_hour: int,
     settle_s: float,
+    as_json: bool,
 ) -> None:
     """Export [start, end) of one dc to Parquet: date/hour/dc/type, an hour at a time,
     each replaced whole and marked _COMPLETE once finished."""
@@ -190,6 +202,8 @@ def export(  # noqa: PLR0917 (click passes options as arguments)
     events = sum(h.events for h in hours)
     complete = sum(1 for h in hours if h.complete)
     _err(f"export dc={dc}: {len(hours)} hours ({complete} complete), {events} events")
+    if as_json:
+        click.echo(json.dumps([dataclasses.asdict(h) for h in hours]))
 
 
 @spark.command()
@@ -216,6 +230,7 @@ def export(  # noqa: PLR0917 (click passes options as arguments)
 @click.option("--parallelism", default=None, type=click.IntRange(1), help="Spark tasks.")
 @click.option("--replace-version", is_flag=True,
               help="Overwrite stored results of another version of the plugin.")  # fmt: skip
+@json_option
 def backfill(  # noqa: PLR0917 (click passes options as arguments)
     nodes: tuple[str, ...],
     master: str | None,
@@ -228,6 +243,7 @@ def backfill(  # noqa: PLR0917 (click passes options as arguments)
     entry_points: bool,
     parallelism: int | None,
     replace_version: bool,
+    as_json: bool,
 ) -> None:
     """Run one substream over [start, end) and store its results as the companion does
     (a stored result of the same version is kept; one of another version is kept too,
@@ -256,6 +272,8 @@ def backfill(  # noqa: PLR0917 (click passes options as arguments)
             )
     summary = ", ".join(f"{k} {v}" for k, v in counts.items())
     _err(f"backfill {substream} [{first}, {stop}): {summary} in {time.monotonic() - began:.1f}s")
+    if as_json:
+        click.echo(json.dumps({"substream": substream, "start": first, "end": stop, **counts}))
     if counts.get("other_version"):
         raise click.ClickException(
             f"{counts['other_version']} stored results of {substream} are of another "

@@ -23,7 +23,7 @@ from eventstore.options import DEPRECATED, aliased_option
 pytestmark = pytest.mark.unit
 
 #: Commands that print a report or a list.
-REPORTS = {"substream list", "substream test", "substream check"}
+REPORTS = {"substream list", "substream test", "substream check", "spark export", "spark backfill"}
 #: Old names of one command only, besides the project-wide ones.
 LOCAL_ALIASES = {"tail": {"--until": "--end"}}
 
