@@ -34,7 +34,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from chaos_stack import ID_KEY
+from chaos_load import ID_KEY
 
 from consumer_lib import ChunkCorrupt, ChunkMissing, ChunkUnreadable, EventsClient
 from eventstore.names import ChunkKey

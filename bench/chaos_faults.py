@@ -43,7 +43,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from chaos_stack import ID_KEY, Daemon, Stack
+from chaos_load import ID_KEY
+from chaos_stack import Daemon, Stack
 from kazoo.client import KazooClient
 
 from eventstore import sereal
