@@ -17,6 +17,7 @@ Pure click and the standard library; nothing here reads the environment except t
 from __future__ import annotations
 
 import http.client
+import os
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Sequence
@@ -31,6 +32,7 @@ from eventstore.names import MetadataKey
 __all__ = [
     "CANONICAL",
     "DEPRECATED",
+    "FlagEnvOption",
     "aliased_option",
     "check_dc",
     "check_node_urls",
@@ -55,6 +57,20 @@ CANONICAL = {
 DEPRECATED = {"--riak": "--node", "--devnode": "--node", "--zk-hosts": "--zookeeper"}
 
 _ALIAS_META = "riak_events.aliases"
+
+
+class FlagEnvOption(click.Option):
+    """An option whose automatic environment variable is named after its flag, not its
+    parameter: ``--node`` (parameter ``nodes`` or ``url``) reads
+    ``RIAK_EVENTS_<COMMAND>_NODE`` in every command, ``--zk-hosts`` its old
+    ``..._ZK_HOSTS``."""
+
+    def resolve_envvar_value(self, ctx: click.Context) -> str | None:
+        value = click.Parameter.resolve_envvar_value(self, ctx)  # an explicit envvar
+        if value is not None or not self.allow_from_autoenv or not ctx.auto_envvar_prefix:
+            return value
+        flag = next(o for o in self.opts if o.startswith("--"))
+        return os.environ.get(f"{ctx.auto_envvar_prefix}_{flag[2:].replace('-', '_').upper()}")
 
 
 def aliased_option(
@@ -90,7 +106,7 @@ def aliased_option(
         return user_callback(ctx, param, value) if user_callback else value
 
     def decorate(f: F) -> F:
-        f = click.option(*decls, callback=take, required=False, **kw)(f)
+        f = click.option(*decls, callback=take, required=False, cls=FlagEnvOption, **kw)(f)
         dest = f.__click_params__[-1].name  # type: ignore[attr-defined]
         for i, old in enumerate(aliases):
 
@@ -112,6 +128,7 @@ def aliased_option(
                 callback=stash,
                 envvar=envvar,
                 type=kw.get("type"),
+                cls=FlagEnvOption,
             )(f)
         return f
 

@@ -21,7 +21,7 @@ from typing import Any
 
 import click
 
-from eventstore.options import check_node_urls, json_option
+from eventstore.options import FlagEnvOption, check_node_urls, json_option
 from eventstore.system_status import collect, problems
 
 __all__ = ["format_report", "status"]
@@ -91,7 +91,8 @@ def format_report(report: dict[str, Any]) -> str:
 
 
 @click.command()
-@click.option("--node", "nodes", multiple=True, help="A Riak node URL (repeat).")
+@click.option("--node", "nodes", multiple=True, cls=FlagEnvOption,
+              help="A Riak node URL (repeat).")  # fmt: skip
 @click.option("--companion", "companions", multiple=True, help="A companion URL (repeat).")
 @click.option("--relocator", "relocators", multiple=True,
               help="A relocator's ops URL (metrics_listen; repeat).")  # fmt: skip

@@ -18,7 +18,7 @@ import pytest
 from click.testing import CliRunner
 
 from eventstore.cli import main
-from eventstore.options import DEPRECATED, aliased_option
+from eventstore.options import DEPRECATED, FlagEnvOption, aliased_option
 
 pytestmark = pytest.mark.unit
 
@@ -80,6 +80,15 @@ def test_ranges_and_json_are_spelled_alike(path: str) -> None:
         assert named["--json"].is_flag and named["--json"].name == "as_json", path
     if "--zookeeper" in named:
         assert not named["--zookeeper"].multiple, path
+    for flag, suffix in (("--node", "_NODE"), ("--zookeeper", "_ZOOKEEPER")):
+        if flag in named:  # the same variable name in every command
+            option = named[flag]
+            envvar = option.envvar if isinstance(option.envvar, str) else None
+            assert (
+                isinstance(option, FlagEnvOption)
+                or (envvar or "").endswith(suffix)
+                or (envvar is None and option.name == flag[2:])
+            ), f"{path}: {flag} reads {envvar or option.name}"
     if "--node" in named and path not in ("dev up",):
         assert (
             "http" in (named["--node"].help or "").lower()
