@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -41,10 +42,23 @@ def connect(timeout_s: float = 120.0) -> Any:
     import docker  # noqa: PLC0415  (optional: the deploy extra; imported when used)
 
     where = os.environ.get("DOCKER_HOST", "unix:///var/run/docker.sock")
+    if where.startswith("unix://"):
+        # Probed here first: the SDK leaks its socket when the connect fails.
+        path = where.removeprefix("unix://")
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+            probe.settimeout(5.0)
+            try:
+                probe.connect(path)
+            except OSError as exc:
+                raise EngineUnreachable(where, exc.strerror or str(exc)) from exc
     try:
         client = docker.from_env(timeout=int(timeout_s))
+    except docker.errors.DockerException as exc:
+        raise EngineUnreachable(where, _first_line(exc)) from exc
+    try:
         client.ping()
     except docker.errors.DockerException as exc:
+        client.close()
         raise EngineUnreachable(where, _first_line(exc)) from exc
     return client
 

@@ -104,17 +104,20 @@ def _send(cluster: Cluster, relocator: str, count: int, tag: str) -> tuple[int, 
     """Send ``count`` acknowledged events per dc through ``relocator``; the epoch range."""
     host, port = _address(cluster, relocator, "5141/tcp")
     start = int(time.time())
-    emitter = TcpEmitter(host, port)
+    emitters = {dc: TcpEmitter(host, port, dc=dc) for dc in DCS}
     try:
         for i in range(count):
-            for dc in DCS:
-                status = 500 if i % 7 == 0 else 200
-                event = {"tag": tag, "i": i, "http": {"url": f"/p{i % 5}", "status": status}}
-                assert emitter.emit(event, "web", "main", dc)
-        assert emitter.flush(60), f"{relocator} did not acknowledge everything"
-        assert emitter.acked == count * len(DCS)
+            status = 500 if i % 7 == 0 else 200
+            event = {"tag": tag, "i": i, "http": {"url": f"/p{i % 5}", "status": status}}
+            for emitter in emitters.values():
+                # Twelve subtypes: chunk keys spread over the three nodes' companions.
+                assert emitter.emit(event, "web", f"s{i % 12}")
+        for dc, emitter in emitters.items():
+            assert emitter.flush(60), f"{relocator} did not acknowledge everything of {dc}"
+            assert emitter.acked == count
     finally:
-        emitter.close()
+        for emitter in emitters.values():
+            emitter.close()
     return start, int(time.time()) + 1
 
 
@@ -176,6 +179,23 @@ def test_events_and_substreams_read_back_from_the_host(cluster: Cluster) -> None
         assert totals >= 600
     stats = client_stats(cluster)
     assert stats["devnode_hook_sent_total"] > 0 and stats["devnode_hook_failed_total"] == 0
+    for companion in ("companion1", "companion2", "companion3"):
+        assert _key_groups(cluster, companion) > 0, f"the hook sent nothing to {companion}"
+
+
+def _key_groups(cluster: Cluster, companion: str) -> float:
+    """``companion_key_groups_total`` of one companion container, from its /metrics."""
+    import httpx
+    from prometheus_client.parser import text_string_to_metric_families
+
+    host, port = _address(cluster, companion, "5000/tcp")
+    text = httpx.get(f"http://{host}:{port}/metrics", timeout=10).text
+    return sum(
+        sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+        if sample.name == "companion_key_groups_total"
+    )
 
 
 def client_stats(cluster: Cluster) -> dict[str, Any]:

@@ -83,3 +83,19 @@ def test_every_port_is_published_on_loopback_only() -> None:
 def test_bad_arguments_name_what_is_wrong(kwargs: dict[str, object], message: str) -> None:
     with pytest.raises(ValueError, match=message):
         topo.build("rx", **kwargs)  # type: ignore[arg-type]
+
+
+def test_no_engine_is_one_line_naming_docker_host(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from click.testing import CliRunner
+
+    from eventstore.cli import main
+
+    where = f"unix://{tmp_path}/no-engine.sock"
+    monkeypatch.setenv("DOCKER_HOST", where)
+    result = CliRunner().invoke(main, ["cluster", "status"])
+    assert result.exit_code == 1
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1, result.output
+    assert lines[0].startswith(f"Error: no container engine at DOCKER_HOST={where}: start Docker")
