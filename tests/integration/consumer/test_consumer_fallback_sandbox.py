@@ -47,7 +47,8 @@ def slow(events, ctx):
             pass
     return len(events)
 
-@substream(name="{name}_bomb", types=["web"], memory_mb=64)
+# timeout_s=30: the memory limit is reached first, even on a loaded machine
+@substream(name="{name}_bomb", types=["web"], memory_mb=64, timeout_s=30)
 def bomb(events, ctx):
     blocks = []
     while True:
