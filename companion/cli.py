@@ -63,6 +63,7 @@ def serve(settings: CompanionSettings, lock: DirectoryLock) -> None:
 
     from companion.app import create_app  # noqa: PLC0415
     from companion.inbox import Inbox  # noqa: PLC0415
+    from companion.logging_config import gunicorn_options  # noqa: PLC0415
     from companion.stats import merge, read_snapshots  # noqa: PLC0415
 
     # The node's queue, made before the workers fork so that they all share it: the
@@ -119,9 +120,8 @@ def serve(settings: CompanionSettings, lock: DirectoryLock) -> None:
         "proc_name": f"riak-events-companion {settings.node or settings.listen}",
         # One control socket per companion (several may share a host in tests).
         "control_socket": str(settings.state_dir / "gunicorn.ctl"),
-        "errorlog": "-",
-        "accesslog": None,
-        "loglevel": logging.getLevelName(logging.getLogger().getEffectiveLevel()).lower(),
+        # gunicorn's records in our format (--log-format); tracebacks once per node.
+        **gunicorn_options(settings.state_dir),
         "when_ready": when_ready,
         "on_exit": on_exit,
         "child_exit": child_exit,

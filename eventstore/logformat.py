@@ -3,18 +3,29 @@
 
 Only the command line configures logging (:func:`configure`); libraries just log. A
 record's exception becomes a ``traceback`` field in JSON and the usual indented block in
-plain text.
+plain text. ``python -m relocator`` (and ``companion``, ``eventstore.devnode``) read the
+same settings as ``riak-events`` from ``RIAK_EVENTS_LOG_LEVEL`` and
+``RIAK_EVENTS_LOG_FORMAT`` (:func:`configure_from_environment`).
 """
 
 from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Mapping
 from datetime import datetime, timezone
 
-__all__ = ["FORMATS", "JsonFormatter", "configure", "formatter"]
+__all__ = [
+    "FORMATS",
+    "LEVELS",
+    "JsonFormatter",
+    "configure",
+    "configure_from_environment",
+    "formatter",
+]
 
 FORMATS = ("plain", "json")
+LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 PLAIN = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
 
@@ -53,3 +64,21 @@ def configure(level: str, fmt: str) -> None:
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
+
+
+def configure_from_environment(environ: Mapping[str, str]) -> None:
+    """:func:`configure` from ``RIAK_EVENTS_LOG_LEVEL`` (default INFO) and
+    ``RIAK_EVENTS_LOG_FORMAT`` (default plain): for ``python -m <daemon>``, which has no
+    ``riak-events --log-level/--log-format``.
+
+    Raises:
+        SystemExit: a value that is not one of :data:`LEVELS` or :data:`FORMATS`, with
+            one line naming the variable.
+    """
+    level = environ.get("RIAK_EVENTS_LOG_LEVEL", "INFO").upper()
+    fmt = environ.get("RIAK_EVENTS_LOG_FORMAT", "plain")
+    if level not in LEVELS:
+        raise SystemExit(f"RIAK_EVENTS_LOG_LEVEL must be one of {', '.join(LEVELS)}, not {level!r}")
+    if fmt not in FORMATS:
+        raise SystemExit(f"RIAK_EVENTS_LOG_FORMAT must be one of {', '.join(FORMATS)}, not {fmt!r}")
+    configure(level, fmt)

@@ -27,6 +27,7 @@ from importlib.metadata import entry_points
 from pathlib import Path
 from types import ModuleType
 
+from eventstore.logonce import once
 from substreams import defaults
 from substreams.api import Substream, declaration_of, version_of
 from substreams.errors import DuplicateSubstream, PluginLoadError, SoftTimeout
@@ -231,7 +232,15 @@ class PluginSet:
             load_entry_points(report)
         for failure in report.failures:
             if failure not in self.report.failures:
-                log.warning("substream plugin not loaded: %s", failure)
+                # Every companion worker loads the same files: the detail once per node.
+                log.warning(
+                    "substream plugin not loaded: %s",
+                    failure,
+                    extra=once(
+                        f"plugin-load:{failure}",
+                        brief=f"substream plugin not loaded: {failure.origin}",
+                    ),
+                )
         before = {n: s.version for n, s in self.report.substreams.items()}
         after = {n: s.version for n, s in report.substreams.items()}
         if before != after:

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import logging
+import os
 
 from eventstore.devnode.cli import devnode
+from eventstore.logformat import configure_from_environment
 
 if __name__ == "__main__":
-    logging.basicConfig(
-        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
+    # The log settings of ``riak-events --log-level/--log-format``, from the environment.
+    configure_from_environment(os.environ)
     devnode(auto_envvar_prefix="RIAK_EVENTS_DEVNODE")
