@@ -20,9 +20,12 @@ SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 # podman (with runc, netavark, aardvark-dns) serves the Docker Engine API for the container
 # tests (tests/e2e/test_containers.py, deploy/podman/containers.conf); debootstrap makes
 # their base image without a registry.
+# prometheus: promtool checks and unit-tests deploy/prometheus/riak-events-rules.yml (its
+# service is not started where policy-rc.d refuses, as in containers; on a host with
+# systemd it listens on :9090, which no test uses).
 APT_PACKAGES := libsereal-encoder-perl libsereal-decoder-perl libjson-pp-perl erlang-nox \
 	zookeeper default-jre-headless chromium systemd iproute2 \
-	podman runc netavark aardvark-dns debootstrap
+	podman runc netavark aardvark-dns debootstrap prometheus
 
 .PHONY: run test lint unit bench system-deps venv testdata clean
 

@@ -19,11 +19,17 @@ from prometheus_client import (
     Counter,
     Gauge,
     Histogram,
+    disable_created_metrics,
     generate_latest,
     multiprocess,
 )
 
 from companion.signals import EngineSignals
+
+# No ``_created`` samples (the multiprocess collector has none; one process has one per
+# series): nothing a dashboard or an alert reads. prometheus-client's switch is
+# process-wide, and this module is where the companion's metrics are made.
+disable_created_metrics()  # type: ignore[no-untyped-call]
 
 __all__ = ["CONTENT_TYPE_LATEST", "connect", "render"]
 
