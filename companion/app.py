@@ -8,6 +8,8 @@ Routes:
   work happens on the engine's threads).
 - ``POST /v1/audit``: same body; the keys lacking a result are admitted (the auditor).
 - ``POST /v1/substreams/{name}/enable``: an operator re-enables a disabled substream.
+- ``POST /v1/substreams/{name}/disable``: an operator disables a loaded substream on this
+  node (its chunks get ``error: disabled: ...`` results, as after repeated failures).
 - ``GET /healthz``: liveness: 200 while the engine runs, 503 otherwise.
 - ``GET /readyz``: readiness: 200 when, besides, the local Riak node answers and (when
   configured) the node's ZooKeeper session is connected; 503 naming what is not.
@@ -182,6 +184,18 @@ async def enable_substream(request: Request) -> Response:
         raise UnknownSubstream(f"no substream {name!r} on this node")
     log.info("companion: substream=%s re-enabled by an operator", name)
     return JSONResponse({"substream": name, "enabled": True})
+
+
+async def disable_substream(request: Request) -> Response:
+    name = request.path_params["name"]
+    engine: Engine = request.app.state.engine
+    sub = engine.plugins.substreams.get(name)
+    if sub is None:
+        raise UnknownSubstream(f"no substream {name!r} loaded on this node")
+    changed = engine.disabled.disable(name, sub.version, "disabled by an operator")
+    if changed:
+        log.warning("companion: substream=%s version=%s disabled by an operator", name, sub.version)
+    return JSONResponse({"substream": name, "version": sub.version, "enabled": False})
 
 
 async def healthz(request: Request) -> Response:
@@ -404,6 +418,7 @@ def create_app(
             Route("/v1/keys", post_keys, methods=["POST"]),
             Route("/v1/audit", post_audit, methods=["POST"]),
             Route("/v1/substreams/{name}/enable", enable_substream, methods=["POST"]),
+            Route("/v1/substreams/{name}/disable", disable_substream, methods=["POST"]),
             Route("/healthz", healthz, methods=["GET"]),
             Route("/readyz", readyz, methods=["GET"]),
             Route("/metrics", metrics_endpoint, methods=["GET"]),

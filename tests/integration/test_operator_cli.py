@@ -222,10 +222,6 @@ def test_substream_status_and_enable(stack: Running) -> None:
     assert unknown.returncode == 3
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the companion has no POST /v1/substreams/{name}/disable yet (asked the lead)",
-)
 def test_substream_disable(stack: Running) -> None:
     where = ["--companion", stack.endpoints["companion"]]
     disabled = cli("substream", "disable", "web_5xx", *where)
