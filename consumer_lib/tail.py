@@ -183,6 +183,7 @@ class Tail(Generic[T]):
             log,
             "consumer: tail dc=%(key)s: no metadata for %(count)d epoch(s) in "
             f"[%(first)s, %(last)s], skipped ({late_wait_s:g} s after each was due)",
+            clock=clock,
         )
 
     def __iter__(self) -> Iterator[T]:

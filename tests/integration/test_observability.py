@@ -43,7 +43,8 @@ import consumer_lib.store
 import consumer_lib.substream
 import consumer_lib.tail
 from companion.testing import CompanionProcess, start_stack
-from eventstore.devnode.testing import free_port
+from consumer_lib import EventsClient
+from eventstore.devnode.testing import DevnodeProcess, free_port
 from eventstore.process_harness import environment_without
 from eventstore.riak import Retry, RiakClient
 from relocator.testing import AckedSender, RelocatorProcess, ZooKeeperProcess, write_config
@@ -412,6 +413,48 @@ def test_the_recorded_run_fires_no_alert(run: Run, tmp_path: Path) -> None:
         [promtool, "test", "rules", str(path)], capture_output=True, text=True, check=False
     )
     assert tested.returncode == 0, tested.stdout[-5000:] + tested.stderr[-5000:]
+
+
+def test_tail_reports_an_idle_dc_once_a_minute_and_says_what_it_awaits(
+    session_devnode: DevnodeProcess, caplog: pytest.LogCaptureFixture
+) -> None:
+    """150 epochs of an idle dc (no metadata), on a clock that runs as fast as the
+    reads: a line at start, a summary when the first epoch is skipped, one a minute
+    after that, and the rest when the tail is left."""
+    now = [1_800_000_000.0]
+
+    def sleep(seconds: float) -> None:
+        now[0] += seconds
+
+    caplog.set_level(logging.DEBUG, logger="consumer_lib.tail")
+    first = int(now[0]) - 1
+    with (
+        EventsClient([session_devnode.url]) as client,
+        client.tail(
+            f"idle{uuid.uuid4().hex[:8]}",
+            start=first,
+            until=first + 150,
+            lag_s=0,
+            late_wait_s=0,
+            clock=lambda: now[0],
+            sleep=sleep,
+        ) as tail,
+    ):
+        assert all(epoch.skipped for epoch in tail)
+    records = [r for r in caplog.records if r.name == "consumer_lib.tail"]
+    info = [r.getMessage() for r in records if r.levelno == logging.INFO]
+    warnings = [r.getMessage() for r in records if r.levelno == logging.WARNING]
+    assert len(info) == 1 and f"waiting for epoch {first} (lag 0 s" in info[0]
+    assert [r.levelno for r in records].count(logging.DEBUG) == 150  # one per epoch
+    spans = [
+        re.search(r"no metadata for (\d+) epoch\(s\) in \[(\d+), (\d+)\]", w) for w in warnings
+    ]
+    counts = [(int(m[1]), int(m[2]), int(m[3])) for m in spans if m]
+    assert len(counts) == len(warnings) == 4
+    assert counts[0] == (1, first, first)
+    assert counts[1] == (60, first + 1, first + 60)
+    assert counts[2] == (60, first + 61, first + 120)
+    assert counts[3] == (29, first + 121, first + 149)  # said when the tail was left
 
 
 def test_riak_client_logs_retries_at_debug_with_one_summary(
