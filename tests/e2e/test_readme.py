@@ -191,7 +191,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     )
     rewrites = [
         ("http://riak1:8098", devnode_url),
-        ("http://riak2:8098", devnode_url),
+        ("http://riak2:8098", f"http://localhost:{devnode}"),  # another URL, same node
         ("127.0.0.1:8098", f"127.0.0.1:{devnode}"),
         ('"127.0.0.1", 5140', f'"127.0.0.1", {udp}'),
         ('"127.0.0.1", 5141', f'"127.0.0.1", {tcp}'),
