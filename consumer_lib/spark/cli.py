@@ -202,6 +202,8 @@ def export(  # noqa: PLR0917 (click passes options as arguments)
     events = sum(h.events for h in hours)
     complete = sum(1 for h in hours if h.complete)
     _err(f"export dc={dc}: {len(hours)} hours ({complete} complete), {events} events")
+    if events == 0:  # empty hours are still written and marked: say why, not just "0"
+        _err(f"no epochs with data for dc {dc} in [{first}, {stop})")
     if as_json:
         click.echo(json.dumps([dataclasses.asdict(h) for h in hours]))
 
