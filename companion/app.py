@@ -29,6 +29,13 @@ JSON nested too deeply for the parser is a 400, like any other malformed body.
 from __future__ import annotations
 
 import contextlib
+
+# Imported here, before gunicorn forks its workers, so that no worker ever imports it
+# later: socket.getaddrinfo() looks the idna codec up on the first request to a host
+# name, and a failed lookup is cached by the codec registry for the life of the
+# process (seen in the chaos campaign: a worker whose first lookup failed could reach
+# no Riak node for minutes). A module already imported cannot fail that way.
+import encodings.idna  # noqa: F401
 import json
 import logging
 import threading
