@@ -21,15 +21,21 @@ RUN apt-get update -qq \
         printf '%s\n' "$EXTRA_CA_CERTS" >/usr/local/share/ca-certificates/extra.crt \
         && update-ca-certificates >/dev/null; fi
 WORKDIR /src
-COPY pyproject.toml setup.py README.md ./
+COPY pyproject.toml setup.py ./
+# Dependencies first, in a layer of their own: a change of the sources alone rebuilds
+# only the wheel below.
+RUN python3 -m venv /opt/riak-events \
+    && /opt/riak-events/bin/pip install -q --no-cache-dir --upgrade pip setuptools wheel \
+    && python3 -c "import tomllib; p = tomllib.load(open('pyproject.toml', 'rb'))['project']; \
+print('\n'.join(p['dependencies'] + p['optional-dependencies']['zookeeper']))" >/tmp/deps.txt \
+    && /opt/riak-events/bin/pip install -q --no-cache-dir -r /tmp/deps.txt
+COPY README.md ./
 COPY eventstore eventstore
 COPY relocator relocator
 COPY companion companion
 COPY substreams substreams
 COPY consumer_lib consumer_lib
-RUN python3 -m venv /opt/riak-events \
-    && /opt/riak-events/bin/pip install -q --no-cache-dir --upgrade pip setuptools wheel \
-    && /opt/riak-events/bin/pip wheel -q --no-cache-dir --no-deps --no-build-isolation \
+RUN /opt/riak-events/bin/pip wheel -q --no-cache-dir --no-deps --no-build-isolation \
         -w /wheels . \
     && /opt/riak-events/bin/pip install -q --no-cache-dir \
         "$(ls /wheels/riak_events-*.whl)[zookeeper]"

@@ -9,10 +9,10 @@
 #
 # What it adds: the hook's modules (compiled by the release's own erlc when it ships one,
 # else by Debian's: BEAM files load on their OTP release and later ones), riak.conf's
-# multi-backend fragment and the advanced.config of deploy/riak/, an entrypoint that
-# names the node after its host, joins the cluster and creates the bucket types on the
-# first start (deploy/riak/bucket-types.sh). The companion runs beside it as a sidecar
-# container sharing its network namespace (deploy/README.md says why).
+# multi-backend fragment and the advanced.config of deploy/riak/ (merged into the stock
+# one), an entrypoint that names the node after its host, joins the cluster and creates
+# the bucket types on the first start (deploy/riak/bucket-types.sh). The companion runs
+# beside it as a sidecar container sharing its network namespace (deploy/README.md).
 ARG BASE=localhost/riak-events-base:bookworm
 
 FROM ${BASE} AS riak
@@ -44,24 +44,32 @@ RUN apt-get update -qq \
 
 FROM riak AS hook
 COPY erlang_hooks/src /build/src
-# Prefer the erlc of Riak's own runtime (same OTP release); fall back to Debian's.
-RUN mkdir -p /build/ebin && cd /build \
+COPY deploy/riak/advanced.config /build/advanced.config
+COPY deploy/images/merge-advanced-config.escript /build/
+# Debian's Erlang in this stage only: to merge advanced.config, and to compile the hook
+# when the release ships no erlc of its own (its own is preferred: same OTP release).
+RUN apt-get update -qq \
+    && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+        erlang-nox >/dev/null \
+    && mkdir -p /build/ebin && cd /build \
     && erlc=$(ls /usr/lib/riak/erts-*/bin/erlc /opt/riak/erts-*/bin/erlc 2>/dev/null | head -1) \
-    && if [ -z "$erlc" ] || ! "$erlc" -o ebin src/*.erl; then \
-        apt-get update -qq \
-        && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
-            erlang-nox >/dev/null \
-        && erlc +debug_info -o ebin src/*.erl; \
+    && if [ -z "$erlc" ] || ! "$erlc" +debug_info -o ebin src/*.erl; then \
+        echo "compiling the hook with Debian's erlc (OTP $(erl -noshell -eval \
+            'io:put_chars(erlang:system_info(otp_release)), halt().'))"; \
+        erlc +debug_info -o ebin src/*.erl; \
     fi \
-    && cp src/riak_events_hook.app.src ebin/riak_events_hook.app
+    && cp src/riak_events_hook.app.src ebin/riak_events_hook.app \
+    && escript merge-advanced-config.escript /etc/riak/advanced.config advanced.config \
+        /build/advanced.config.merged
 
 FROM riak
 COPY --from=hook /build/ebin /opt/riak-events/erlang_hooks/ebin
+COPY --from=hook /build/advanced.config.merged /etc/riak/advanced.config
 COPY deploy/riak/riak.conf.fragment deploy/riak/advanced.config deploy/riak/bucket-types.sh \
     /opt/riak-events/riak/
 COPY deploy/images/riak-entrypoint.sh /usr/local/bin/riak-events-riak-entrypoint
 # The guide's two edits of riak.conf (erlang_hooks/README.md step 3), once, at build;
-# advanced.config: the stock one holds only defaults, so ours replaces it.
+# advanced.config was merged in the hook stage (stock sections kept).
 RUN conf=/etc/riak/riak.conf \
     && sed -i -e '/^storage_backend *=/d' -e '/^multi_backend\.name\./d' \
         -e '/^listener\.http\.internal *=/d' -e '/^listener\.protobuf\.internal *=/d' \
@@ -69,7 +77,6 @@ RUN conf=/etc/riak/riak.conf \
     && cat /opt/riak-events/riak/riak.conf.fragment >>"$conf" \
     && printf '%s\n' 'listener.http.internal = 0.0.0.0:8098' \
         'listener.protobuf.internal = 0.0.0.0:8087' 'nodename = riak@127.0.0.1' >>"$conf" \
-    && cp /opt/riak-events/riak/advanced.config /etc/riak/advanced.config \
     && chown -R riak:riak /etc/riak/ 2>/dev/null || true
 VOLUME /var/lib/riak
 EXPOSE 8098 8087 5000

@@ -259,3 +259,38 @@ def test_a_killed_companion_leaves_gaps_the_consumer_fills_and_the_auditor_repai
             timeout_s=120,
         )
     assert served["server"] == sum(gaps.values())
+
+
+def test_events_acknowledged_while_the_node_is_down_arrive_once_it_is_back(
+    cluster: Cluster,
+) -> None:
+    """The devnode (every logical node) killed: relocators still acknowledge (their
+    journal is durable), keep a backlog, and push it when the node is back; what was
+    stored before the kill is still there."""
+    before_start, before_end = _send(cluster, "relocator1", 100, "before-node-kill")
+    with _client(cluster) as client:
+        _wait_for(
+            "the events stored before the kill",
+            lambda: (
+                _tagged(client, before_start, before_end, "before-node-kill")
+                == {dc: 100 for dc in DCS}
+            ),
+        )
+    cluster.kill("devnode")
+    try:
+        start, end = _send(cluster, "relocator1", 200, "node-down")
+    finally:
+        cluster.start("devnode")
+    cluster.wait_healthy(timeout_s=120, services=["devnode"])
+    with _client(cluster) as client:
+        assert _tagged(client, before_start, before_end, "before-node-kill") == {
+            dc: 100 for dc in DCS
+        }
+        found = _wait_for(
+            "the backlog pushed after the node came back",
+            lambda: (
+                (c := _tagged(client, start, end, "node-down")) == {dc: 200 for dc in DCS} and c
+            ),
+            timeout_s=120,
+        )
+    assert found == {dc: 200 for dc in DCS}
