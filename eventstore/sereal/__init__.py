@@ -18,6 +18,7 @@ from eventstore.sereal.document import BodyCodec, Codec, Header
 from eventstore.sereal.errors import (
     BadBackReference,
     BadHeader,
+    DecodeBudgetExceeded,
     DecompressionError,
     DepthExceeded,
     EncodeDepthExceeded,
@@ -55,6 +56,7 @@ __all__ = [
     "IMPLEMENTATION",
     "BadBackReference",
     "BadHeader",
+    "DecodeBudgetExceeded",
     "DecompressionError",
     "DepthExceeded",
     "EncodeDepthExceeded",

@@ -67,7 +67,14 @@ class BodyCodec(Protocol):
     """What a body codec provides (see DESIGN.md, "Layers")."""
 
     def decode_body(  # noqa: PLR0917  (the body-codec contract)
-        self, data: bytes, pos: int, end: int, base: int, binary: int, max_depth: int
+        self,
+        data: bytes,
+        pos: int,
+        end: int,
+        base: int,
+        binary: int,
+        max_depth: int,
+        max_objects: int = ...,
     ) -> tuple[Any, int]: ...
 
     def encode_body(self, obj: object, dedupe_strings: bool, max_depth: int) -> bytes: ...
@@ -312,6 +319,7 @@ class Codec:
         binary: str = "utf8",
         max_depth: int = DEFAULT_MAX_DEPTH,
         max_decompressed_size: int = DEFAULT_MAX_DECOMPRESSED_SIZE,
+        max_objects: int | None = None,
     ) -> Any:
         """Decode a Sereal document (protocol 1 to 5, any compression).
 
@@ -322,23 +330,28 @@ class Codec:
                 ``"latin1"`` (str, Perl's meaning) or ``"bytes"``.
             max_depth: nesting levels allowed.
             max_decompressed_size: largest decompressed body accepted, in bytes.
+            max_objects: most Python objects the body may build, counted as DESIGN.md
+                ("Bounded decoding") says (containers with their slots, references,
+                objects, regexps); None for no limit.
 
         Returns:
             The body's value. The user header, if any, is skipped (see decode_header).
 
         Raises:
-            SerealDecodeError: a subclass saying what is wrong and at which offset.
+            SerealDecodeError: a subclass saying what is wrong and at which offset;
+                DecodeBudgetExceeded past ``max_objects`` (before building more).
             ValueError: an invalid option. TypeError: ``data`` is not bytes-like.
         """
         mode = _binary_mode(binary)
         depth = check_max_depth(max_depth)
         max_size = _check_int("max_decompressed_size", max_decompressed_size)
+        budget = -1 if max_objects is None else _check_int("max_objects", max_objects)
         doc = _as_bytes(data)
         layout = _parse_header(doc)
         buf, start, base = compression.open_body(
             doc, layout.protocol, layout.doc_type, layout.body_offset, max_size
         )
-        value, pos = self._backend.decode_body(buf, start, len(buf), base, mode, depth)
+        value, pos = self._backend.decode_body(buf, start, len(buf), base, mode, depth, budget)
         _check_trailing(buf, pos, len(buf))
         return value
 

@@ -66,6 +66,12 @@ class SizeLimitExceeded(SerealDecodeError):
     """A compressed body claims (or inflates to) more than ``max_decompressed_size``."""
 
 
+class DecodeBudgetExceeded(SizeLimitExceeded):
+    """The body would build more Python objects than ``max_objects`` (counted as
+    DESIGN.md, "Bounded decoding", says); ``offset`` is the tag where the decoder
+    stopped, before building what it was charging for."""
+
+
 class DecompressionError(SerealDecodeError):
     """The compressed body is corrupt or disagrees with its declared lengths."""
 

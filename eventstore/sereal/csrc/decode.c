@@ -197,6 +197,8 @@ read_array(Dec *d, Py_ssize_t tagpos, Py_ssize_t *pos, Py_ssize_t n, int track,
         return srl_raise(srl_state.TruncatedInput, d->end,
                          "array of %zd items cannot fit in the %zd bytes left", n,
                          d->end - *pos);
+    if (srl_dec_charge(d, tagpos, 1 + n) < 0) /* the list and its slots, before allocating */
+        return NULL;
     PyObject *list = PyList_New(n);
     if (list == NULL)
         return NULL;
@@ -223,6 +225,8 @@ read_hash(Dec *d, Py_ssize_t tagpos, Py_ssize_t *pos, Py_ssize_t n, int track,
         return srl_raise(srl_state.TruncatedInput, d->end,
                          "hash of %zd pairs cannot fit in the %zd bytes left", n,
                          d->end - *pos);
+    if (srl_dec_charge(d, tagpos, 1 + 2 * n) < 0) /* the dict, a key and a value a pair */
+        return NULL;
     /* Presized, but never by more than a modest amount on a count we cannot trust yet. */
     PyObject *dict = n > 5 ? _PyDict_NewPresized(n < 65536 ? n : 65536) : PyDict_New();
     if (dict == NULL)
@@ -460,9 +464,18 @@ srl_dec_item_tracked(Dec *d, Py_ssize_t *pos, const SrlTrack *outer)
     return v;
 }
 
+PyObject *srl_DecodeBudgetExceeded;
+
 PyObject *
 srl_decode_body(const uint8_t *data, Py_ssize_t len, Py_ssize_t pos, Py_ssize_t end,
                 Py_ssize_t base, int binary, int max_depth)
+{
+    return srl_decode_body_limited(data, len, pos, end, base, binary, max_depth, -1);
+}
+
+PyObject *
+srl_decode_body_limited(const uint8_t *data, Py_ssize_t len, Py_ssize_t pos, Py_ssize_t end,
+                        Py_ssize_t base, int binary, int max_depth, Py_ssize_t max_objects)
 {
     if (pos < 0 || end < pos || end > len) {
         PyErr_Format(PyExc_ValueError, "need 0 <= pos <= end <= len(data), got %zd, %zd, %zd",
@@ -483,8 +496,15 @@ srl_decode_body(const uint8_t *data, Py_ssize_t len, Py_ssize_t pos, Py_ssize_t 
                      SRL_MAX_DEPTH_CAP, max_depth);
         return NULL;
     }
+    if (max_objects < -1) {
+        PyErr_Format(PyExc_ValueError, "max_objects must be >= 0 (or -1: no limit), got %zd",
+                     max_objects);
+        return NULL;
+    }
     Dec d;
     memset(&d, 0, sizeof d);
+    d.max_objects = max_objects;
+    d.objects_left = max_objects < 0 ? PY_SSIZE_T_MAX : max_objects;
     d.data = data;
     d.start = pos;
     d.end = end;

@@ -57,6 +57,8 @@ srl_dec_refn(Dec *d, Py_ssize_t tagpos, Py_ssize_t *pos, const SrlTrack *track)
         return v;
     }
     PyObject *ref = NULL, *v;
+    if (srl_dec_charge(d, tagpos, 1) < 0) /* its PerlRef */
+        goto fail;
     if (track != NULL) {
         /* Registered before its target so the target may refer to it. */
         ref = PyObject_CallNoArgs(srl_state.PerlRef);
@@ -119,6 +121,8 @@ srl_dec_refp(Dec *d, Py_ssize_t tagpos, Py_ssize_t *pos, const SrlTrack *track, 
         if (target_value == NULL)
             return NULL;
         v = Py_NewRef(target_value);
+    } else if (srl_dec_charge(d, tagpos, 1) < 0) { /* the PerlRef made below */
+        return NULL;
     } else if (track != NULL) {
         v = PyObject_CallNoArgs(srl_state.PerlRef);
         if (v == NULL)
@@ -235,6 +239,10 @@ srl_dec_object(Dec *d, Py_ssize_t tagpos, Py_ssize_t *pos, uint8_t tag, const Sr
         return NULL;
     PyObject *cls = NULL, *x = NULL, *obj = NULL, *result = NULL;
     Py_ssize_t p = tagpos + 1;
+    /* The object, and the class name when it is spelled out here (OBJECTV shares one). */
+    int named = tag == SRL_OBJECT || tag == SRL_OBJECT_FREEZE;
+    if (srl_dec_charge(d, tagpos, named ? 2 : 1) < 0)
+        goto done;
     if ((cls = read_class(d, tagpos, &p, tag)) == NULL)
         goto done;
     obj = PyObject_CallFunctionObjArgs(srl_state.PerlObject, cls, Py_None,
@@ -298,6 +306,9 @@ done:
 PyObject *
 srl_dec_regexp(Dec *d, Py_ssize_t *pos)
 {
+    /* The regexp, its pattern and its flags (*pos is just past the tag). */
+    if (srl_dec_charge(d, *pos - 1, 3) < 0)
+        return NULL;
     Py_ssize_t string_pos;
     PyObject *pattern = srl_dec_key(d, pos, "regexp pattern", &string_pos);
     if (pattern == NULL)

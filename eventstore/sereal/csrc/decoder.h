@@ -14,6 +14,10 @@ typedef struct {
     int binary;       /* SRL_BINARY_* */
     int max_depth;
     int depth;
+    /* The object budget (DESIGN.md, "Bounded decoding"): objects still allowed, and
+     * the limit, for the error. Unlimited: PY_SSIZE_T_MAX. */
+    Py_ssize_t objects_left;
+    Py_ssize_t max_objects;
     uint8_t *tag_starts;       /* bitmap, one bit per body byte: a tag was read there */
     SrlOffTable tracked;       /* tag position -> value of an F-bit item */
     SrlOffTable strings;       /* 2 * position + key_kind -> decoded COPY target string */
@@ -23,6 +27,16 @@ typedef struct {
     SrlOffTable class_names;   /* string position -> class name read there (OBJECTV) */
     SrlOffTable blessed;       /* referent position -> the object its blessing produced */
 } Dec;
+
+/* eventstore.sereal.errors.DecodeBudgetExceeded, set by module.c at import (kept out
+ * of SrlState, which the other walkers share). */
+extern PyObject *srl_DecodeBudgetExceeded;
+
+/* Decode one body item as srl_decode_body does, building at most `max_objects`
+ * objects as DESIGN.md counts them (-1: no limit); DecodeBudgetExceeded past it. */
+PyObject *srl_decode_body_limited(const uint8_t *data, Py_ssize_t len, Py_ssize_t pos,
+                                  Py_ssize_t end, Py_ssize_t base, int binary, int max_depth,
+                                  Py_ssize_t max_objects);
 
 /* The positions a value is registered under (for REFP / ALIAS): an F-bit tag and
  * the enclosing REFN|F / WEAKEN|F tags that stand for the same Perl value. A list
@@ -116,6 +130,19 @@ srl_dec_enter(Dec *d, Py_ssize_t tagpos)
         return -1;
     }
     return 0;
+}
+
+/* Charge `cost` objects to the budget before building them (tag at tagpos):
+ * DecodeBudgetExceeded when they would pass it. One subtraction and one compare: the
+ * charges are per container, reference, object and regexp, never per scalar. */
+static inline int
+srl_dec_charge(Dec *d, Py_ssize_t tagpos, Py_ssize_t cost)
+{
+    if ((d->objects_left -= cost) >= 0)
+        return 0;
+    srl_raise(srl_DecodeBudgetExceeded, tagpos, "the body builds more than max_objects=%zd objects",
+              d->max_objects);
+    return -1;
 }
 
 /* The key of the COPY-string cache: hash keys differ from values only in "bytes"

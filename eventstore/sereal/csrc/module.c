@@ -5,6 +5,7 @@
  * compiled and pure codecs raise and build the very same classes), and errors.
  * The contract is eventstore/sereal/DESIGN.md. */
 #include "sereal.h"
+#include "decoder.h"
 #include "frames.h"
 #include "join.h"
 #include "variant.h"
@@ -40,14 +41,16 @@ srl_raise(PyObject *cls, Py_ssize_t offset, const char *fmt, ...)
 static PyObject *
 decode_body(PyObject *self, PyObject *args, PyObject *kwargs)
 {
-    static char *kwlist[] = {"data", "pos", "end", "base", "binary", "max_depth", NULL};
+    static char *kwlist[] = {"data", "pos", "end", "base", "binary", "max_depth",
+                             "max_objects", NULL};
     Py_buffer view;
-    Py_ssize_t pos, end, base;
+    Py_ssize_t pos, end, base, max_objects = -1;
     int binary, max_depth;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "y*nnnii:decode_body", kwlist, &view, &pos,
-                                     &end, &base, &binary, &max_depth))
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "y*nnnii|n:decode_body", kwlist, &view, &pos,
+                                     &end, &base, &binary, &max_depth, &max_objects))
         return NULL;
-    PyObject *result = srl_decode_body(view.buf, view.len, pos, end, base, binary, max_depth);
+    PyObject *result = srl_decode_body_limited(view.buf, view.len, pos, end, base, binary,
+                                               max_depth, max_objects);
     PyBuffer_Release(&view);
     return result;
 }
@@ -130,8 +133,9 @@ array_to_json_packed(PyObject *self, PyObject *args, PyObject *kwargs)
 
 static PyMethodDef methods[] = {
     {"decode_body", (PyCFunction)(void (*)(void))decode_body, METH_VARARGS | METH_KEYWORDS,
-     "decode_body(data, pos, end, base, binary, max_depth) -> (value, end_pos)\n\n"
-     "Decode one tagged item at data[pos] (never reading at or past end); see DESIGN.md."},
+     "decode_body(data, pos, end, base, binary, max_depth, max_objects=-1) -> (value, end_pos)\n\n"
+     "Decode one tagged item at data[pos] (never reading at or past end), building at most\n"
+     "max_objects objects as DESIGN.md counts them (-1: no limit); see DESIGN.md."},
     {"encode_body", (PyCFunction)(void (*)(void))encode_body, METH_VARARGS | METH_KEYWORDS,
      "encode_body(obj, dedupe_strings, max_depth) -> bytes\n\n"
      "The Sereal body (1-based offsets) for obj; see DESIGN.md."},
@@ -215,6 +219,7 @@ PyInit__sereal(void)
              load(errors, "UnencodableValue", &s->UnencodableValue) |
              load(errors, "EncodeDepthExceeded", &s->EncodeDepthExceeded) |
              load(errors, "SizeLimitExceeded", &s->SizeLimitExceeded) |
+             load(errors, "DecodeBudgetExceeded", &srl_DecodeBudgetExceeded) |
              load(types, "PerlRef", &s->PerlRef) | load(types, "PerlObject", &s->PerlObject) |
              load(types, "PerlRegexp", &s->PerlRegexp) |
              load(types, "BOOLEAN_CLASSES", &s->BooleanClasses) |

@@ -21,6 +21,7 @@ from typing import Any
 from eventstore.sereal import tags
 from eventstore.sereal.errors import (
     BadBackReference,
+    DecodeBudgetExceeded,
     DepthExceeded,
     InvalidStructure,
     TruncatedInput,
@@ -55,10 +56,11 @@ _STRING_TAGS = frozenset({tags.BINARY, tags.STR_UTF8, *range(tags.SHORT_BINARY_L
 _CONTAINER_TAGS = (tags.ARRAY, tags.HASH)
 _SCALAR_TYPES = (type(None), bool, int, float, str, bytes)
 _MISSING = object()
+_NO_LIMIT = (1 << 63) - 1
 
 
 def decode_body(  # noqa: PLR0917  (the body-codec contract, DESIGN.md)
-    data: bytes, pos: int, end: int, base: int, binary: int, max_depth: int
+    data: bytes, pos: int, end: int, base: int, binary: int, max_depth: int, max_objects: int = -1
 ) -> tuple[Any, int]:
     """Decode one tagged item (after any PAD bytes) starting at ``data[pos]``.
 
@@ -71,19 +73,24 @@ def decode_body(  # noqa: PLR0917  (the body-codec contract, DESIGN.md)
             decompressed body).
         binary: ``tags.BINARY_UTF8``, ``BINARY_LATIN1`` or ``BINARY_BYTES``.
         max_depth: nesting levels allowed (see DESIGN.md, "Depth").
+        max_objects: objects the decode may build, counted as DESIGN.md ("Bounded
+            decoding") says; -1 for no limit.
 
     Returns:
         ``(value, index just after the item)``. Trailing bytes are the caller's concern.
 
     Raises:
-        SerealDecodeError: a subclass naming the problem, with the offset into ``data``.
+        SerealDecodeError: a subclass naming the problem, with the offset into ``data``
+            (:class:`DecodeBudgetExceeded` past ``max_objects``).
     """
+    if not isinstance(max_objects, int) or isinstance(max_objects, bool) or max_objects < -1:
+        raise ValueError(f"max_objects must be >= 0 (or -1: no limit), got {max_objects!r}")
     if binary not in (tags.BINARY_UTF8, tags.BINARY_LATIN1, tags.BINARY_BYTES):
         raise ValueError(f"binary mode must be 0, 1 or 2, not {binary!r}")
     if not 0 <= pos <= end <= len(data):
         raise ValueError(f"bad body bounds pos={pos} end={end} len={len(data)}")
     check_max_depth(max_depth)
-    dec = _Decoder(data, pos, end, base, binary, max_depth)
+    dec = _Decoder(data, pos, end, base, binary, max_depth, max_objects)
     if pos >= end:
         raise TruncatedInput("empty body", end)
     # Up to six frames per level: PAD, handler, REFN, container, fill loop.
@@ -112,7 +119,9 @@ class _Decoder:
         "key_cache",
         "latin1",
         "max_depth",
+        "max_objects",
         "mode",
+        "objects_left",
         "start",
         "string_starts",
         "tracked",
@@ -120,7 +129,14 @@ class _Decoder:
     )
 
     def __init__(  # noqa: PLR0917
-        self, data: bytes, start: int, end: int, base: int, mode: int, max_depth: int
+        self,
+        data: bytes,
+        start: int,
+        end: int,
+        base: int,
+        mode: int,
+        max_depth: int,
+        max_objects: int = -1,
     ) -> None:
         self.data = data
         self.start = start
@@ -129,6 +145,10 @@ class _Decoder:
         self.mode = mode
         self.latin1 = mode == tags.BINARY_LATIN1
         self.max_depth = max_depth
+        self.max_objects = max_objects
+        # Objects still allowed (DESIGN.md, "Bounded decoding"); the compiled core's
+        # "no limit" is PY_SSIZE_T_MAX, never reached either.
+        self.objects_left = _NO_LIMIT if max_objects < 0 else max_objects
         self.tracked: dict[int, Any] = {}  # tag position -> value (F-bit items)
         self.class_names: dict[int, str] = {}  # string position -> class name
         # tracked referent position -> the object its blessing produced (see refp)
@@ -188,6 +208,15 @@ class _Decoder:
         if pos >= self.end:
             raise TruncatedInput("input ends where a tag was expected", self.end)
         return _HANDLERS[self.data[pos]](self, pos, depth)
+
+    def charge(self, pos: int, cost: int) -> None:
+        """Charge ``cost`` objects about to be built for the tag at ``pos`` to the
+        budget, at the same tags and for the same costs as the compiled core."""
+        self.objects_left -= cost
+        if self.objects_left < 0:
+            raise DecodeBudgetExceeded(
+                f"the body builds more than max_objects={self.max_objects} objects", pos
+            )
 
     def enter(self, pos: int, depth: int) -> None:
         """Check that a nesting tag at ``pos`` inside ``depth`` open levels is allowed."""
@@ -287,10 +316,12 @@ class _Decoder:
             track = (*track, pos)
         if data[pos] & 0x7F == tags.ARRAY:
             n, p = self.counted(pos + 1, 1)
+            self.charge(pos, 1 + n)  # the list and its slots
             lst: list[Any] = [None] * n
             self.register(track, lst)
             return lst, self.fill_list(lst, p, depth)
         n, p = self.counted(pos + 1, 2)
+        self.charge(pos, 1 + 2 * n)  # the dict, a key and a value a pair
         dct: dict[str, Any] = {}
         self.register(track, dct)
         return dct, self.fill_dict(dct, n, p, depth)
@@ -305,11 +336,13 @@ class _Decoder:
         if data[pos] & 0x7F < tags.HASHREF_LOW:
             if n > self.end - pos - 1:
                 raise TruncatedInput(f"count {n} exceeds the remaining input", self.end)
+            self.charge(pos, 1 + n)
             lst: list[Any] = [None] * n
             self.register(track, lst)
             return lst, self.fill_list(lst, pos + 1, depth + 1)
         if 2 * n > self.end - pos - 1:
             raise TruncatedInput(f"count {n} exceeds the remaining input", self.end)
+        self.charge(pos, 1 + 2 * n)
         dct: dict[str, Any] = {}
         self.register(track, dct)
         return dct, self.fill_dict(dct, n, pos + 1, depth + 1)
@@ -342,6 +375,7 @@ class _Decoder:
         if self.data[q] & 0x7F in _CONTAINER_TAGS:
             # REFN ARRAY / REFN HASH is one Python container and one nesting level.
             return self.container(q, depth + 1, track)
+        self.charge(pos, 1)  # its PerlRef
         if track:
             ref = PerlRef()
             self.register(track, ref)  # before the target: `$x = \$x` needs it
@@ -366,6 +400,7 @@ class _Decoder:
             value = self.tracked[target] if blessed is _MISSING else blessed
             self.register(track, value)
             return value, after
+        self.charge(pos, 1)
         ref = PerlRef()
         self.register(track, ref)  # a tracked REFP may point at itself
         ref.value = self.tracked[target]
@@ -375,7 +410,9 @@ class _Decoder:
         """OBJECT, OBJECTV, OBJECT_FREEZE or OBJECTV_FREEZE at ``pos``."""
         self.enter(pos, depth)
         tag = self.data[pos] & 0x7F
-        if tag in (tags.OBJECT, tags.OBJECT_FREEZE):
+        named = tag in (tags.OBJECT, tags.OBJECT_FREEZE)
+        self.charge(pos, 2 if named else 1)  # the object, and a class name spelled out
+        if named:
             cls, cls_pos, p = self.text_item(pos + 1)
             self.class_names[cls_pos] = cls
         else:
@@ -491,6 +528,7 @@ def _weaken(dec: _Decoder, pos: int, depth: int) -> tuple[Any, int]:
 
 
 def _regexp(dec: _Decoder, pos: int, depth: int) -> tuple[Any, int]:
+    dec.charge(pos, 3)  # the regexp, its pattern and its flags
     pattern, _, p = dec.text_item(pos + 1)
     flags, _, p = dec.text_item(p)
     return PerlRegexp(pattern, flags), p
