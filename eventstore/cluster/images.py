@@ -245,7 +245,26 @@ class Builder:
         if not self._exists(tag):
             raise ImageBuildFailed(tag, " | ".join(tail[-15:]) or "no image was tagged")
         self.progress(f"built {tag}")
+        self._prune(repository, keep=tag)
         return tag
+
+    def _prune(self, repository: str, *, keep: str) -> None:
+        """Remove the images of ``repository`` older builds left (hash tags), when unused.
+
+        A container still using one keeps it (the engine refuses); disk does not grow
+        with every change of the sources.
+        """
+        for image in self.client.images.list(name=repository):
+            tags = [t for t in image.tags if t.startswith(f"{repository}:")]
+            stale = tags and all(
+                re.fullmatch(r"[0-9a-f]{12}", t.rsplit(":", 1)[1]) and t != keep for t in tags
+            )
+            if not stale:
+                continue
+            try:
+                self.client.images.remove(image.id)
+            except Exception as exc:  # in use by a container, or already gone
+                log.debug("keeping %s: %s", tags, exc)
 
     def all(self, *, riak_package: Path | None = None, need_riak: bool = False) -> Images:
         """Every image a cluster needs (the Riak one only when asked for or given a package).
