@@ -19,8 +19,11 @@ of zeros is ~30 KB per GiB). :class:`DecodeLimits` caps what a blob may decode t
 relative to its stored size and absolutely; :func:`unpack_blob` given limits reads the
 body's claimed size from the header (no decompression) and raises
 :class:`~eventstore.errors.BlobTooLarge` over the cap, then decompresses with the cap
-as the decompressor's limit. Design and figures: ``eventstore/sereal/DESIGN.md``,
-"Bounded decoding".
+as the decompressor's limit, and decodes with an object budget
+(``DecodeLimits.max_decoded_objects``): a small body can still build many objects
+(an empty hash is one byte and ~72 bytes of Python), so past the budget the decoder
+stops and :class:`BlobTooManyObjects` (a ``BlobTooLarge``) is raised. Design and
+figures: ``eventstore/sereal/DESIGN.md``, "Bounded decoding".
 """
 
 from __future__ import annotations
@@ -34,13 +37,14 @@ import xxhash
 from eventstore import sereal
 from eventstore.errors import (
     BlobDecodeError,
+    BlobError,
     BlobTooLarge,
     ChecksumMismatch,
     ChecksumMissing,
     UnsupportedChecksum,
 )
 from eventstore.sereal import document as sereal_document
-from eventstore.sereal.errors import SerealError
+from eventstore.sereal.errors import DecodeBudgetExceeded, SerealError
 
 __all__ = [
     "ALG_XXH3_64",
@@ -48,7 +52,9 @@ __all__ = [
     "DEFAULT_ALGORITHM",
     "MAGIC",
     "MAX_DECODED_BYTES",
+    "MAX_DECODED_OBJECTS",
     "MAX_DECODED_RATIO",
+    "BlobTooManyObjects",
     "DecodeLimits",
     "add_postfix",
     "has_postfix",
@@ -79,6 +85,65 @@ MAX_DECODED_RATIO = 64.0
 #: and our own writers keep a chunk's body under half of this
 #: (``eventstore.chunking.CHUNK_MAX_BODY_BYTES``), so nothing we write is refused.
 DECODED_FLOOR_BYTES = 16 * 2**20
+#: Default budget of Python objects one blob may decode to, counted as
+#: ``eventstore/sereal/DESIGN.md`` ("Bounded decoding") says (containers with their
+#: slots, references, objects, regexps). Realistic 500 KB chunks of the events
+#: generator need ~320,000; an 8 MiB body of them (the most our writers put in a chunk)
+#: ~2.4 million, of one event repeated ~3.1 million. At the worst ~80 bytes measured per
+#: counted object, a hostile body stops at ~340 MB of objects.
+MAX_DECODED_OBJECTS = 4 * 2**20
+
+
+class BlobTooManyObjects(BlobTooLarge):
+    """The blob's body would build more Python objects than the reader allows
+    (``DecodeLimits.max_decoded_objects``): the decoder stopped at the budget, before
+    building more. A :class:`~eventstore.errors.BlobTooLarge`, so every reader that
+    answers "too large" answers this too.
+
+    Not retriable: identical bytes are on every replica.
+
+    Args:
+        key: the Riak key, or None.
+        decoded_bytes: the body's decompressed size, bytes (within the byte cap).
+        cap_bytes: the byte cap for a blob of this stored size, bytes.
+        stored_bytes: the blob's stored size, bytes.
+        max_objects: the object budget that was exceeded.
+        offset: the body offset where the decoder stopped.
+    """
+
+    def __init__(  # noqa: PLR0917  (BlobTooLarge's fields and the budget's)
+        self,
+        key: str | None,
+        decoded_bytes: int,
+        cap_bytes: int,
+        stored_bytes: int,
+        max_objects: int,
+        offset: int | None,
+    ) -> None:
+        self.decoded_bytes = decoded_bytes
+        self.cap_bytes = cap_bytes
+        self.stored_bytes = stored_bytes
+        self.max_objects = max_objects
+        self.offset = offset
+        BlobError.__init__(
+            self,
+            key,
+            f"its {decoded_bytes}-byte body builds more than {max_objects} objects, the "
+            f"budget for any blob (stopped at body byte {offset}; {stored_bytes} stored bytes)",
+        )
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (
+            type(self),
+            (
+                self.key,
+                self.decoded_bytes,
+                self.cap_bytes,
+                self.stored_bytes,
+                self.max_objects,
+                self.offset,
+            ),
+        )
 
 
 @dataclass(frozen=True)
@@ -86,18 +151,28 @@ class DecodeLimits:
     """How much a stored blob may decode to: ``min(max_decoded_bytes,
     max(floor_bytes, max_decoded_ratio x stored bytes))`` of decompressed body.
 
+    And at most ``max_decoded_objects`` Python objects, whatever the body's size.
+
     Attributes:
         max_decoded_bytes: absolute cap, bytes (> 0).
         max_decoded_ratio: cap relative to the blob's stored size (> 0).
         floor_bytes: what every blob may decode to whatever its ratio, bytes (>= 0).
+        max_decoded_objects: the decoder's object budget (> 0), counted as
+            ``eventstore/sereal/DESIGN.md`` ("Bounded decoding") says.
     """
 
     max_decoded_bytes: int = MAX_DECODED_BYTES
     max_decoded_ratio: float = MAX_DECODED_RATIO
     floor_bytes: int = DECODED_FLOOR_BYTES
+    max_decoded_objects: int = MAX_DECODED_OBJECTS
 
     def __post_init__(self) -> None:
-        if self.max_decoded_bytes <= 0 or self.max_decoded_ratio <= 0 or self.floor_bytes < 0:
+        if (
+            self.max_decoded_bytes <= 0
+            or self.max_decoded_ratio <= 0
+            or self.floor_bytes < 0
+            or self.max_decoded_objects <= 0
+        ):
             raise ValueError(f"decode limits must be positive: {self}")
 
     def cap_for(self, stored_bytes: int) -> int:
@@ -288,25 +363,29 @@ def unpack_blob(
         binary, max_depth, max_decompressed_size: passed to
             :func:`eventstore.sereal.decode` when given (its defaults otherwise).
         limits: when given, the body's claimed decompressed size is checked against
-            ``limits.cap_for(len(data))`` before anything is decompressed, and the cap
-            (or ``max_decompressed_size`` if lower) bounds the decompressor.
+            ``limits.cap_for(len(data))`` before anything is decompressed, the cap
+            (or ``max_decompressed_size`` if lower) bounds the decompressor, and
+            ``limits.max_decoded_objects`` the objects the decoder builds.
 
     Returns:
         The decoded value.
 
     Raises:
         ChecksumMissing, ChecksumMismatch, UnsupportedChecksum: see :func:`verify_postfix`.
-        BlobTooLarge: with ``limits``, the body would decode to more than the cap.
+        BlobTooLarge: with ``limits``, the body would decode to more than the cap;
+            :class:`BlobTooManyObjects` when it would build more objects than allowed.
         BlobDecodeError: the checksum matched but the document does not decode (the
             codec's SerealError is the ``__cause__``).
     """
     view = verify_postfix(data, key, required=required)
     document = bytes(view)
+    kwargs: dict[str, Any] = {}
+    cap = 0
     if limits is not None:
         cap = limits.check(document, len(data), key)
         if max_decompressed_size is None or cap < max_decompressed_size:
             max_decompressed_size = cap
-    kwargs: dict[str, Any] = {}
+        kwargs["max_objects"] = limits.max_decoded_objects
     if binary is not None:
         kwargs["binary"] = binary
     if max_depth is not None:
@@ -315,5 +394,8 @@ def unpack_blob(
         kwargs["max_decompressed_size"] = max_decompressed_size
     try:
         return sereal.decode(document, **kwargs)
+    except DecodeBudgetExceeded as e:
+        body = sereal_document.body_size(document)  # checked above: it decoded that far
+        raise BlobTooManyObjects(key, body, cap, len(data), kwargs["max_objects"], e.offset) from e
     except SerealError as e:
         raise BlobDecodeError(key, f"Sereal document does not decode: {e}") from e

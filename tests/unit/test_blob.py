@@ -12,6 +12,8 @@ from eventstore.blob import (
     DECODED_FLOOR_BYTES,
     MAGIC,
     MAX_DECODED_BYTES,
+    MAX_DECODED_OBJECTS,
+    BlobTooManyObjects,
     DecodeLimits,
     add_postfix,
     has_postfix,
@@ -27,7 +29,9 @@ from eventstore.errors import (
     ChecksumMissing,
     UnsupportedChecksum,
 )
-from eventstore.sereal.testing import inflating_document
+from eventstore.sereal.compression import varint_bytes
+from eventstore.sereal.document import wrap_body
+from eventstore.sereal.testing import inflating_document, object_bomb_body
 
 pytestmark = pytest.mark.unit
 
@@ -179,6 +183,62 @@ def test_realistic_and_repetitive_chunks_are_under_the_default_cap() -> None:
     repetitive = [dict(events[0]) for _ in range(100_000)]  # ratio in the thousands
     for chunk in chunk_events(events) + chunk_events(repetitive):
         assert isinstance(unpack_blob(chunk.data, limits=DecodeLimits()), list)
+
+
+def test_realistic_chunks_are_far_under_the_default_object_budget() -> None:
+    from eventstore.chunking import CHUNK_MAX_BODY_BYTES, chunk_events
+    from relocator.events import generate_events
+
+    events = generate_events(3000, 7)
+    quarter = DecodeLimits(max_decoded_objects=MAX_DECODED_OBJECTS // 4)
+    for chunk in chunk_events(events):  # ~0.28 objects per body byte
+        assert isinstance(unpack_blob(chunk.data, limits=quarter), list)
+    # The largest body our writers make, of the same events, stays under the default
+    # budget with a margin: objects per body byte x 8 MiB, measured on a smaller body.
+    body = _sereal().encode(events[:500], compress=None)
+    with pytest.raises(_sereal().DecodeBudgetExceeded):
+        _sereal().decode(body, max_objects=len(body) // 5)  # more than 0.2 per byte
+    _sereal().decode(body, max_objects=int(len(body) * 0.3))
+    assert 0.3 * CHUNK_MAX_BODY_BYTES * 1.5 < MAX_DECODED_OBJECTS
+
+
+def test_a_chunk_of_many_small_objects_is_too_large_before_it_is_built() -> None:
+    bomb = add_postfix(wrap_body(object_bomb_body("empty_hashes", 1_200_000), compress="zstd"))
+    assert len(bomb) < 20_000  # within every byte cap: 1.2 MB of body
+    limits = DecodeLimits(max_decoded_objects=100_000)
+    tracemalloc.start()
+    try:
+        with pytest.raises(BlobTooLarge) as err:
+            unpack_blob(bomb, key="k2", limits=limits)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 12 * 2**20, peak  # unbounded: ~86 MB of dicts
+    e = err.value
+    assert isinstance(e, BlobTooManyObjects) and not e.retriable
+    assert (e.key, e.max_objects, e.stored_bytes) == ("k2", 100_000, len(bomb))
+    assert e.decoded_bytes < e.cap_bytes == DECODED_FLOOR_BYTES  # the byte cap passed
+    assert "100000 objects" in str(e) and "'k2'" in str(e) and f"byte {e.offset}" in str(e)
+    again = pickle.loads(pickle.dumps(e))
+    assert type(again) is BlobTooManyObjects and again.offset == e.offset
+
+
+def test_the_default_limits_carry_the_object_budget() -> None:
+    # An array claiming more slots than the default budget: refused when it is opened,
+    # before its list is allocated (34 MB unbounded).
+    body = bytes((0x28, 0x2B)) + varint_bytes(MAX_DECODED_OBJECTS) + bytes(MAX_DECODED_OBJECTS)
+    blob = add_postfix(wrap_body(body, compress="zstd"))
+    tracemalloc.start()
+    try:
+        with pytest.raises(BlobTooManyObjects) as err:
+            unpack_blob(blob, limits=DecodeLimits())
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert err.value.offset == 1 and err.value.max_objects == MAX_DECODED_OBJECTS
+    assert peak < 2.5 * len(body), peak  # the decompressed body, nothing decoded
+    with pytest.raises(ValueError):
+        DecodeLimits(max_decoded_objects=0)
 
 
 def test_a_malformed_frame_is_a_decode_error() -> None:
