@@ -6,6 +6,10 @@ decompresses to 250 MB, beside a normal chunk. Every matching substream must get
 cap), the normal chunk an ``ok`` one, and no worker's peak RSS (``VmHWM`` in
 /proc/<pid>/status) may grow by anything near the inflated size: a resource bound, not
 a timing.
+
+The same for a chunk whose body is within the byte cap but made of 16 million empty
+hashes (1 byte each, ~72 bytes each decoded: over 1 GB): the decoder's object budget
+(``DecodeLimits.max_decoded_objects``) stops it, with the same ``too_large:`` result.
 """
 
 from __future__ import annotations
@@ -17,8 +21,9 @@ from pathlib import Path
 import pytest
 
 from companion.testing import Stack, children_of
-from eventstore.blob import DECODED_FLOOR_BYTES, add_postfix, pack_blob
-from eventstore.sereal.testing import inflating_document
+from eventstore.blob import DECODED_FLOOR_BYTES, MAX_DECODED_OBJECTS, add_postfix, pack_blob
+from eventstore.sereal.document import wrap_body
+from eventstore.sereal.testing import inflating_document, object_bomb_body
 from eventstore.testing import store_chunks
 from relocator.events import generate_events
 from substreams.examples import event_counts
@@ -36,9 +41,8 @@ def peak_rss_bytes(pid: int) -> int:
     raise AssertionError(f"no VmHWM for pid {pid}")
 
 
-def test_a_chunk_inflating_to_250_mb_gets_too_large_results_and_no_worker_grows(
-    stack_factory: Callable[..., Stack],
-) -> None:
+def started(stack_factory: Callable[..., Stack]) -> tuple[Stack, list[int]]:
+    """A companion running ``event_counts``, and its two gunicorn workers."""
     source = Path(event_counts.__file__).read_text()
     stack = stack_factory(plugins={"event_counts.py": source})
     master = stack.companion.pid
@@ -47,6 +51,13 @@ def test_a_chunk_inflating_to_250_mb_gets_too_large_results_and_no_worker_grows(
     while len(workers := children_of(master)) < 2 and time.monotonic() < deadline:
         time.sleep(0.05)  # gunicorn forks its workers one after the other
     assert len(workers) == 2
+    return stack, workers
+
+
+def test_a_chunk_inflating_to_250_mb_gets_too_large_results_and_no_worker_grows(
+    stack_factory: Callable[..., Stack],
+) -> None:
+    stack, workers = started(stack_factory)
     before = {pid: peak_rss_bytes(pid) for pid in workers}
 
     bomb = add_postfix(inflating_document(INFLATED))
@@ -65,3 +76,31 @@ def test_a_chunk_inflating_to_250_mb_gets_too_large_results_and_no_worker_grows(
 
     grown = {pid: peak_rss_bytes(pid) - before[pid] for pid in workers}
     assert max(grown.values()) < 64 * 2**20, grown  # the body alone would be 250 MB
+
+
+def test_a_chunk_of_16_million_empty_hashes_gets_too_large_results_and_bounded_growth(
+    stack_factory: Callable[..., Stack],
+) -> None:
+    stack, workers = started(stack_factory)
+    before = {pid: peak_rss_bytes(pid) for pid in workers}
+
+    body = object_bomb_body("empty_hashes", 16_000_000)
+    assert len(body) < DECODED_FLOOR_BYTES  # within the byte cap of any chunk
+    bomb = add_postfix(wrap_body(body, compress="zstd"))
+    assert len(bomb) < 100_000
+    del body
+    normal = pack_blob([e for e in generate_events(300, seed=4) if e["type"] == "web"])
+    blobs = [("web", "main", bomb), ("web", "main", normal)]
+    keys = store_chunks([stack.riak], EPOCH + 1, "dc1", blobs)
+    results = stack.wait_results("event_counts", keys)
+
+    refused = results[keys[0]]
+    assert refused.status == "error"
+    assert refused.error is not None and refused.error.startswith("too_large: "), refused.error
+    assert keys[0].format() in refused.error and str(MAX_DECODED_OBJECTS) in refused.error
+    assert results[keys[1]].status == "ok", results[keys[1]].error
+
+    # The decoder stops at the budget: ~2 million dicts (~150 MB) and the 16 MB body,
+    # where decoding them all would take ~1.2 GB.
+    grown = {pid: peak_rss_bytes(pid) - before[pid] for pid in workers}
+    assert max(grown.values()) < 256 * 2**20, grown

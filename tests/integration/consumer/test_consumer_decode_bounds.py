@@ -1,6 +1,8 @@
 """A chunk inflating far beyond its stored size gives the consumer one clear error
 (issue 12.6): ChunkTooLarge naming the key, the size and the cap, raised before the
-body is decompressed; normal chunks of the same epoch read as before."""
+body is decompressed; normal chunks of the same epoch read as before. A chunk within
+the byte cap whose body builds too many objects (16 million empty hashes) is the same
+ChunkTooLarge, stopped by the decoder's object budget with bounded memory."""
 
 from __future__ import annotations
 
@@ -11,10 +13,18 @@ import pytest
 from consumer_lib import ChunkUnreadable, EventsClient
 from consumer_lib.errors import ChunkTooLarge
 from consumer_lib.store import Store
-from eventstore.blob import DECODED_FLOOR_BYTES, DecodeLimits, add_postfix, pack_blob
+from eventstore.blob import (
+    DECODED_FLOOR_BYTES,
+    MAX_DECODED_OBJECTS,
+    BlobTooManyObjects,
+    DecodeLimits,
+    add_postfix,
+    pack_blob,
+)
 from eventstore.names import Namespaces
 from eventstore.riak import RiakClient
-from eventstore.sereal.testing import inflating_document
+from eventstore.sereal.document import wrap_body
+from eventstore.sereal.testing import inflating_document, object_bomb_body
 from eventstore.testing import store_chunks
 from relocator.events import generate_events
 
@@ -63,3 +73,28 @@ def test_the_caps_are_the_store_s_to_choose(riak: RiakClient, dc: str) -> None:
     finally:
         tight.close()
         roomy.close()
+
+
+def test_a_chunk_of_16_million_empty_hashes_is_too_large_with_bounded_memory(
+    client: EventsClient, riak: RiakClient, dc: str
+) -> None:
+    body = object_bomb_body("empty_hashes", 16_000_000)
+    assert len(body) < DECODED_FLOOR_BYTES  # within the byte cap of any chunk
+    bomb = add_postfix(wrap_body(body, compress="zstd"))
+    del body
+    (key,) = store_chunks([riak], EPOCH + 2, dc, [("web", "main", bomb)])
+
+    tracemalloc.start()
+    try:
+        with pytest.raises(ChunkTooLarge) as info:
+            client.store.chunk(key)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    # stopped at the default budget: ~2 million dicts and the 16 MB body, where
+    # decoding them all takes ~1.2 GB
+    assert peak < 200 * 2**20, peak
+    e = info.value
+    assert (e.epoch, e.dc, e.key) == (EPOCH + 2, dc, key.format()) and not e.retriable
+    cause = e.__cause__
+    assert isinstance(cause, BlobTooManyObjects) and cause.max_objects == MAX_DECODED_OBJECTS
