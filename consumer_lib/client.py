@@ -38,6 +38,7 @@ from typing import Any
 from consumer_lib import defaults, fullstream, substream
 from consumer_lib.discovery import configured_nodes, live_nodes, zk_client
 from consumer_lib.errors import InvalidArgument
+from consumer_lib.forkserver import ForkServer
 from consumer_lib.plugins import PluginCatalog
 from consumer_lib.ranges import EpochRange, When, epoch_of
 from consumer_lib.store import Store
@@ -147,6 +148,14 @@ class EventsClient:
         self._metadata_depth = metadata_depth
         self._executor: ThreadPoolExecutor | None = None
         self._lock = threading.Lock()
+        # Started on the first fallback; runs the fallback's sandboxed children.
+        self._forkserver = ForkServer(max_connections=concurrency)
+
+    @property
+    def fallback_server(self) -> ForkServer:
+        """The fork server the fallback's sandboxed runs fork from (its ``pid`` is None
+        until the first fallback, and after :meth:`close`)."""
+        return self._forkserver
 
     @property
     def nodes(self) -> tuple[str, ...]:
@@ -385,11 +394,13 @@ class EventsClient:
     # -- lifecycle ---------------------------------------------------------------------------
 
     def close(self) -> None:
-        """Stop the pool, close connections, the ZooKeeper session and plugin copies."""
+        """Stop the pool, the fallback's fork server, close connections, the ZooKeeper
+        session and plugin copies."""
         with self._lock:
             executor, self._executor = self._executor, None
         if executor is not None:
             executor.shutdown(wait=True, cancel_futures=True)
+        self._forkserver.close()
         self.store.close()
         self.plugins.close()
         self._close_zk()
@@ -428,7 +439,12 @@ class EventsClient:
             raise InvalidArgument(f"fallback must be 'auto', 'off' or 'always', not {fallback!r}")
         plugin = substream.load_plugin(self.plugins, name, fallback)
         return SubstreamReader(
-            self.store, name, plugin, fallback=fallback, accept_other_versions=accept_other_versions
+            self.store,
+            name,
+            plugin,
+            fallback=fallback,
+            accept_other_versions=accept_other_versions,
+            server=self._forkserver,
         )
 
     def _tail_args(self, dc: str, lag_s: float, late_wait_s: float, poll_s: float) -> None:

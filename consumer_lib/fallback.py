@@ -1,4 +1,12 @@
-"""The client-side fallback's run: plugins on one decoded chunk, in the companion's sandbox.
+"""The client-side fallback's run: plugins on one chunk, in the companion's sandbox.
+
+Two ways, the same sandbox and the same results: :func:`run_served` (the default of
+``EventsClient`` and the Spark source) hands the chunk's verified stored bytes to the
+client's fork server (:mod:`consumer_lib.forkserver`), a small process that forks the
+per-chunk child, which decodes the chunk and runs the plugins; :func:`run_fallback`
+forks the child from the caller after the caller decoded the chunk (a plugin the server
+cannot load itself; a caller without a server). What follows holds for both; forking
+from the caller is what costs more the larger the caller is.
 
 The consumer library, the Spark substream source (through
 :class:`~consumer_lib.substream.SubstreamReader`) and the backfill job never call plugin
@@ -42,6 +50,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from consumer_lib.errors import ConsumerError
+from consumer_lib.forkserver import ForkServer, ForkServerFailed
+from eventstore.blob import DecodeLimits
 from eventstore.errors import EventStoreError
 from eventstore.names import ChunkKey
 from substreams.api import Context, Event, Substream
@@ -51,7 +62,12 @@ from substreams.sandbox import Limits, Outcome, run_substreams
 
 log = logging.getLogger(__name__)
 
-__all__ = ["DEFAULT_CAP", "FallbackRun", "run_fallback"]
+__all__ = ["DEFAULT_CAP", "FallbackRun", "UndecodedChunk", "run_fallback", "run_served"]
+
+
+class UndecodedChunk(ConsumerError):
+    """The sandboxed child could not decode the chunk (its codec raised): the caller
+    reads it itself to raise the store's own error (``ChunkUnreadable``...)."""
 
 
 @dataclass(frozen=True)
@@ -112,6 +128,53 @@ def run_fallback(
         log.error("consumer: key=%s: the fallback sandbox failed: %s", key, e)
         return [FallbackRun(p.name, "error", error=f"sandbox: {e}") for p in plugins]
     return [_run_of(p, o, key) for p, o in zip(plugins, outcomes, strict=True)]
+
+
+def run_served(
+    server: ForkServer,
+    plugins: Sequence[Substream],
+    value: bytes,
+    key: ChunkKey,
+    decode_limits: DecodeLimits,
+    *,
+    cap: Limits | None = DEFAULT_CAP,
+) -> list[FallbackRun]:
+    """Run ``plugins`` on one stored chunk in one child of the fork server.
+
+    Args:
+        server: the client's fork server (started on first use).
+        plugins: what to run (each one :meth:`ForkServer.can_run`).
+        value: the chunk's stored bytes, checksum verified (``Store.chunk_blob``).
+        key: the chunk.
+        decode_limits: what the chunk may decode to (``Store.decode_limits``).
+        cap: as :func:`run_fallback`.
+
+    Returns:
+        One run per plugin, in order; every plugin ``error`` when the server failed
+        (started, died, late) or the child could not decode the chunk in its limits.
+
+    Raises:
+        UndecodedChunk: the chunk's bytes do not decode to a list of events.
+    """
+    if not plugins:
+        return []
+    limited = [(p, Limits.of(p, cap)) for p in plugins]
+    try:
+        reply = server.run(limited, value, key, decode_limits)
+    except ForkServerFailed as e:
+        return [FallbackRun(p.name, "error", error=f"sandbox: {e.message}") for p in plugins]
+    decode = reply.decode
+    if decode.kind == "exception":
+        raise UndecodedChunk(
+            f"chunk does not decode: {decode.error}",
+            epoch=key.epoch,
+            dc=key.dc,
+            key=key.format(),
+        )
+    if not decode.ok:  # the decode outlived its deadline or memory allowance
+        error = f"sandbox: decoding the chunk: {decode.error or decode.kind}"
+        return [FallbackRun(p.name, "error", error=error, wall_s=decode.wall_s) for p in plugins]
+    return [_run_of(p, o, key) for p, o in zip(plugins, reply.outcomes, strict=True)]
 
 
 def _run_of(plugin: Substream, outcome: Outcome, key: ChunkKey) -> FallbackRun:

@@ -36,9 +36,9 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from prometheus_client import Counter
 
@@ -52,7 +52,7 @@ from consumer_lib.errors import (
     MetadataUnreadable,
     StoreUnavailable,
 )
-from eventstore.blob import DecodeLimits, unpack_blob
+from eventstore.blob import DecodeLimits, unpack_blob, verify_postfix
 from eventstore.errors import (
     BlobError,
     BlobTooLarge,
@@ -68,7 +68,9 @@ from substreams.results import ResultRecord, read_result
 
 log = logging.getLogger(__name__)
 
-__all__ = ["FetchedChunk", "FetchedResult", "Store"]
+__all__ = ["FetchedBlob", "FetchedChunk", "FetchedResult", "Store"]
+
+T = TypeVar("T")
 
 CHECKSUM_RETRIES = Counter(
     "consumer_checksum_retries_total",
@@ -90,6 +92,27 @@ class FetchedChunk:
 
     key: ChunkKey
     events: list[dict[str, Any]]
+    size_bytes: int
+    node: str
+    bad_nodes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class FetchedBlob:
+    """A chunk read and verified, not decoded (for a decode elsewhere: the fallback's
+    sandboxed child decodes it with ``unpack_blob(value, limits=Store.decode_limits)``).
+
+    Attributes:
+        key: its chunk key.
+        value: the stored bytes; their checksum verified, the body's claimed size
+            within the store's ``decode_limits``.
+        size_bytes: the stored size (what crossed the network).
+        node: the node that served the good copy.
+        bad_nodes: nodes that served a copy failing its checksum first (usually empty).
+    """
+
+    key: ChunkKey
+    value: bytes
     size_bytes: int
     node: str
     bad_nodes: tuple[str, ...] = ()
@@ -190,6 +213,31 @@ class Store:
             ChunkUnreadable: a good copy that does not decode to a list of events.
             StoreUnavailable: Riak kept failing.
         """
+        events, size, node, bad = self._read_chunk(
+            key, lambda value: _events(value, key, self.decode_limits)
+        )
+        return FetchedChunk(key, events, size, node, bad)
+
+    def chunk_blob(self, key: ChunkKey) -> FetchedBlob:
+        """Read and verify one chunk listed in metadata, without decoding it: as
+        :meth:`chunk` (same retries), the body's claimed size checked against
+        ``decode_limits`` from its header.
+
+        Raises:
+            ChunkMissing, ChunkCorrupt, StoreUnavailable: as :meth:`chunk`.
+            ChunkTooLarge: the body would decode to more than the cap.
+            ChunkUnreadable: the header is malformed.
+        """
+        value, size, node, bad = self._read_chunk(
+            key, lambda value: _verified(value, key, self.decode_limits)
+        )
+        return FetchedBlob(key, value, size, node, bad)
+
+    def _read_chunk(
+        self, key: ChunkKey, parse: Callable[[bytes], T]
+    ) -> tuple[T, int, str, tuple[str, ...]]:
+        """GET, second look, checksum retry on other nodes; ``parse`` verifies (raising
+        ChecksumMismatch for a bad copy). Returns (parsed, stored size, node, bad nodes)."""
         text = key.format()
         where: dict[str, Any] = {"epoch": key.epoch, "dc": key.dc, "key": text}
         location = self.namespaces.chunk_location(key)
@@ -203,13 +251,11 @@ class Store:
                     raise ChunkMissing("chunk listed in metadata is missing", **where) from None
             first_node = obj.node or ""
             try:
-                return FetchedChunk(
-                    key, _events(obj.value, key, self.decode_limits), len(obj.value), first_node
-                )
+                return parse(obj.value), len(obj.value), first_node, ()
             except ChecksumMismatch as e:
                 log.warning("consumer: key=%s from %s: %s; trying other nodes", text, first_node, e)
                 CHECKSUM_RETRIES.inc()
-                return self._good_copy_elsewhere(key, location, first_node, e)
+                return self._good_copy_elsewhere(key, location, first_node, e, parse)
 
     def _found_elsewhere(
         self, location: tuple[str, str, str], missing_on: str | None
@@ -231,20 +277,15 @@ class Store:
         location: tuple[str, str, str],
         bad_node: str,
         first_error: ChecksumMismatch,
-    ) -> FetchedChunk:
+        parse: Callable[[bytes], T],
+    ) -> tuple[T, int, str, tuple[str, ...]]:
         text = key.format()
         bad = [bad_node]
         last: Exception = first_error
         for node in self._other_nodes(bad_node):
             try:
                 obj = self._client_of(node).get(*location, r=self.r, notfound_ok=False)
-                return FetchedChunk(
-                    key,
-                    _events(obj.value, key, self.decode_limits),
-                    len(obj.value),
-                    node,
-                    tuple(bad),
-                )
+                return parse(obj.value), len(obj.value), node, tuple(bad)
             except ChecksumMismatch as e:
                 log.warning("consumer: key=%s from %s: %s", text, node, e)
                 CHECKSUM_RETRIES.inc()
@@ -320,9 +361,32 @@ class Store:
 
 def _events(value: bytes, key: ChunkKey, limits: DecodeLimits) -> list[dict[str, Any]]:
     """Verify and decode a chunk. ChecksumMismatch passes through (the caller retries)."""
+    with _blob_errors(key):
+        events = unpack_blob(value, key=key.format(), limits=limits)
+    if not isinstance(events, list):
+        raise ChunkUnreadable(
+            f"chunk holds a {type(events).__name__}, not an array of events",
+            epoch=key.epoch,
+            dc=key.dc,
+            key=key.format(),
+        )
+    return events
+
+
+def _verified(value: bytes, key: ChunkKey, limits: DecodeLimits) -> bytes:
+    """Verify a chunk and check its claimed body size from the header; returns ``value``.
+    ChecksumMismatch passes through (the caller retries)."""
+    with _blob_errors(key):
+        limits.check(verify_postfix(value, key.format()), len(value), key.format())
+    return value
+
+
+@contextlib.contextmanager
+def _blob_errors(key: ChunkKey) -> Iterator[None]:
+    """Blob errors as ConsumerErrors naming the chunk; ChecksumMismatch passes through."""
     where: dict[str, Any] = {"epoch": key.epoch, "dc": key.dc, "key": key.format()}
     try:
-        events = unpack_blob(value, key=key.format(), limits=limits)
+        yield
     except ChecksumMismatch:
         raise
     except BlobTooLarge as e:
@@ -333,11 +397,6 @@ def _events(value: bytes, key: ChunkKey, limits: DecodeLimits) -> list[dict[str,
         ) from e
     except BlobError as e:
         raise ChunkUnreadable(f"chunk does not decode: {e.reason}", **where) from e
-    if not isinstance(events, list):
-        raise ChunkUnreadable(
-            f"chunk holds a {type(events).__name__}, not an array of events", **where
-        )
-    return events
 
 
 @contextlib.contextmanager

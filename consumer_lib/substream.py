@@ -20,6 +20,9 @@ declared types/subtypes, and the caller's filter)::
               (:mod:`consumer_lib.fallback`: a forked child with the plugin's declared
               limits: deadline, memory, CPU, result size), its result packed by the
               child as the companion stores it and decoded here as a server result is;
+              with a fork server (the client's), the verified bytes go to it and its
+              child decodes them; else the chunk is decoded here and the child forked
+              from this process;
                   ok                           -> served "fallback"
                   timeout | killed | error     -> "gap", ``fallback_status`` and
                                                   ``error`` say why
@@ -48,7 +51,14 @@ from typing import Literal
 from prometheus_client import Counter
 
 from consumer_lib.errors import ConsumerError, InvalidArgument
-from consumer_lib.fallback import DEFAULT_CAP, FallbackRun, run_fallback
+from consumer_lib.fallback import (
+    DEFAULT_CAP,
+    FallbackRun,
+    UndecodedChunk,
+    run_fallback,
+    run_served,
+)
+from consumer_lib.forkserver import ForkServer
 from consumer_lib.fullstream import EpochMark, epoch_metadata, marks
 from consumer_lib.pipeline import prefetch
 from consumer_lib.plugins import PluginCatalog
@@ -105,6 +115,8 @@ class SubstreamReader:
         accept_other_versions: take server results computed by another plugin version.
         cap: caps lowering the plugin's declared limits in the fallback (the
             companion's defaults; None: the declared limits as they are).
+        server: the fork server to run fallbacks in (None, or a plugin it cannot load:
+            forked from this process after the chunk is decoded here).
     """
 
     def __init__(
@@ -116,8 +128,10 @@ class SubstreamReader:
         fallback: FallbackMode,
         accept_other_versions: bool = False,
         cap: Limits | None = DEFAULT_CAP,
+        server: ForkServer | None = None,
     ) -> None:
         self.store = store
+        self.server = server
         self.name = name
         self.plugin = plugin
         self.fallback = fallback
@@ -189,9 +203,8 @@ class SubstreamReader:
             key,
             reason,
         )
-        chunk = self.store.chunk(key)
-        size = read_bytes + chunk.size_bytes
-        run = self.run(plugin, chunk.events, key)
+        size, run = self._run_chunk(plugin, key)
+        size += read_bytes
         FALLBACK_RUNS_TOTAL.labels(run.status).inc()
         if not run.ok:
             RESULTS_TOTAL.labels("gap").inc()
@@ -211,6 +224,22 @@ class SubstreamReader:
         return SubstreamResult(
             self.name, key, "fallback", reason, run.result, plugin.version, server_error, size, "ok"
         )
+
+    def _run_chunk(self, plugin: Substream, key: ChunkKey) -> tuple[int, FallbackRun]:
+        """Read the chunk and run the plugin on it; returns (stored size, run)."""
+        server = self.server
+        if server is not None and server.can_run(plugin):
+            blob = self.store.chunk_blob(key)
+            try:
+                (run,) = run_served(
+                    server, [plugin], blob.value, key, self.store.decode_limits, cap=self.cap
+                )
+                return blob.size_bytes, run
+            except UndecodedChunk as e:
+                # The store's own error (ChunkUnreadable...) from decoding it here.
+                log.warning("consumer: key=%s: %s; reading it here", key, e.message)
+        chunk = self.store.chunk(key)
+        return chunk.size_bytes, self.run(plugin, chunk.events, key)
 
     def run(self, plugin: Substream, events: list[Event], key: ChunkKey) -> FallbackRun:
         """The plugin's run on one chunk: in the sandbox, with the plugin's limits

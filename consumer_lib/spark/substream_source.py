@@ -64,6 +64,7 @@ from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
 from consumer_lib import defaults
+from consumer_lib.forkserver import ForkServer
 from consumer_lib.plugins import PluginCatalog
 from consumer_lib.ranges import EpochRange
 from consumer_lib.spark.source import EpochSlice, SourceOptions, SparkSourceError
@@ -205,6 +206,9 @@ def read_results(options: SubstreamOptions, start: int, stop: int) -> Iterator[p
         [Path(d) for d in options.plugin_dirs], use_entry_points=options.entry_points
     )
     executor = ThreadPoolExecutor(defaults.CONCURRENCY, thread_name_prefix="spark-substream")
+    # The task's fallbacks fork from it, not from the executor's Python worker; it ends
+    # with the task (finally below), or with the worker if the worker dies.
+    server = ForkServer(max_connections=defaults.CONCURRENCY)
     try:
         plugin = load_plugin(catalog, options.name, options.fallback)
         reader = SubstreamReader(
@@ -213,6 +217,7 @@ def read_results(options: SubstreamOptions, start: int, stop: int) -> Iterator[p
             plugin,
             fallback=options.fallback,
             accept_other_versions=options.accept_other_versions,
+            server=server,
         )
         keep = _Wanted(o)
         for dc in o.dcs:
@@ -236,6 +241,7 @@ def read_results(options: SubstreamOptions, start: int, stop: int) -> Iterator[p
                 yield _batch(rows, schema)
     finally:
         executor.shutdown(wait=True, cancel_futures=True)
+        server.close()
         store.close()
         catalog.close()
 

@@ -76,9 +76,9 @@ def fallbacks(reason: str) -> float:
     return REGISTRY.get_sample_value("consumer_fallback_total", {"reason": reason}) or 0.0
 
 
-def children() -> set[int]:
-    """This process's live child processes (from /proc)."""
-    me, found = os.getpid(), set()
+def children(of: int | None = None) -> set[int]:
+    """The live child processes of ``of`` (default: this process), from /proc."""
+    me, found = os.getpid() if of is None else of, set()
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
             try:
@@ -130,7 +130,11 @@ def test_a_plugin_sleeping_past_its_deadline_is_killed_and_the_read_returns_mark
     # A bound, not a benchmark: without the sandbox each chunk takes the plugin's 8 s.
     assert elapsed < 4.0, elapsed
     assert runs("timeout") == before + len(keys)
-    assert children() <= before_children
+    # the sandboxed children ran under the client's fork server, and none is left
+    server = client.fallback_server.pid
+    assert server is not None
+    assert children() - {server} <= before_children
+    assert children(server) == set()
 
 
 def test_a_memory_bomb_or_a_dying_plugin_is_a_marked_gap_and_the_caller_lives_on(
