@@ -149,6 +149,7 @@ def test_any_value_meets_any_budget_the_same_way_in_both_codecs(
 ) -> None:
     body = pure_encoder.encode_body(value, dedupe, 512)
     need = objects_needed(body)
+    assert need > 0 or not isinstance(value, (list, dict))  # a container costs itself
     budget = int(need * fraction)
     outcomes: list[tuple[str, int | None]] = []
     for decode in (decode_compiled, decode_pure):
@@ -195,7 +196,7 @@ def test_no_budget_means_no_limit_and_bad_budgets_are_refused() -> None:
     assert len(sereal.decode(document)) == len(pure.decode(document, max_objects=None)) == 5
     for decode in (sereal.decode, pure.decode):
         for bad in (-1, "10", 1.5):
-            with pytest.raises((ValueError, TypeError)):
+            with pytest.raises(ValueError, match="max_objects"):
                 decode(document, max_objects=bad)  # type: ignore[arg-type]
     for body_decoder in (compiled, pure_decoder):
         with pytest.raises(ValueError, match="max_objects"):
