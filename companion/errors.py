@@ -8,11 +8,12 @@ from __future__ import annotations
 
 from typing import ClassVar
 
+from eventstore.errors import RiakEventsError
 
-class CompanionError(Exception):
-    """Root of every error the companion raises on purpose."""
 
-    retriable: ClassVar[bool] = False
+class CompanionError(RiakEventsError):
+    """Root of every error the companion raises on purpose (a ``RiakEventsError``)."""
+
     status_code: ClassVar[int] = 500
 
 
@@ -42,5 +43,7 @@ class UnknownSubstream(CompanionError):
     status_code = 404
 
 
-class ChunkUnreadable(CompanionError):
-    """A chunk could not be fetched, verified or decoded; its results are marked error."""
+class InputChunkUnreadable(CompanionError):
+    """The chunk a substream run takes as input could not be fetched, verified or decoded;
+    its results are marked error. (The consumer library's ``ChunkUnreadable`` is a
+    reader's error, not this one.)"""

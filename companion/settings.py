@@ -68,7 +68,7 @@ from eventstore.names import Namespaces
 from eventstore.options import node_url_error
 from eventstore.riak.settings import RiakSettings
 from eventstore.settings import SettingsError, parse_listen, read_toml, table, unknown_keys
-from substreams.errors import InvalidKey
+from substreams.errors import InvalidSigningKey
 from substreams.sandbox import Isolation, Limits
 from substreams.signing import TrustedKeys, is_inline_key
 
@@ -342,7 +342,7 @@ def _registry_trust(zk: Mapping[str, Any], base_dir: Path, where: str) -> dict[s
     )
     try:
         TrustedKeys.load(resolved)
-    except InvalidKey as e:
+    except InvalidSigningKey as e:
         raise SettingsError(f"{where}: {e}") from e
     return {"zk_auth": auth, "trusted_keys": resolved}
 

@@ -58,7 +58,7 @@ from collections.abc import Callable, Sequence
 from companion import defaults
 from companion.auditor import SeenDcs
 from companion.disabled import DisabledSet
-from companion.errors import ChunkUnreadable
+from companion.errors import InputChunkUnreadable
 from companion.inbox import Inbox, InboxItem
 from companion.settings import CompanionSettings
 from companion.signals import EngineSignals
@@ -374,7 +374,7 @@ class Engine:
             blob = self._fetch_chunk(key)
             laps.lap("fetch")
             events = self._decode_chunk(key, blob)
-        except ChunkUnreadable as e:
+        except InputChunkUnreadable as e:
             self.signals.chunk_unreadable.send(key=key, error=str(e))
             log.warning(
                 "companion: key=%s epoch=%d dc=%s unreadable: %s", key, key.epoch, key.dc, e
@@ -478,9 +478,9 @@ class Engine:
         try:
             return self.riak.get(*ns.chunk_location(key)).value
         except NotFound as e:
-            raise ChunkUnreadable(f"chunk_unreadable: {key} not found") from e
+            raise InputChunkUnreadable(f"chunk_unreadable: {key} not found") from e
         except RiakError as e:
-            raise ChunkUnreadable(f"chunk_unreadable: {key} could not be read: {e}") from e
+            raise InputChunkUnreadable(f"chunk_unreadable: {key} could not be read: {e}") from e
 
     def _decode_chunk(self, key: ChunkKey, blob: bytes) -> list[Event]:
         try:
@@ -488,11 +488,11 @@ class Engine:
         except BlobTooLarge as e:
             # Refused before decompressing (companion/DESIGN.md, "Bounded decoding"):
             # an error result whose text starts with "too_large:" for every substream.
-            raise ChunkUnreadable(f"too_large: {e}") from e
+            raise InputChunkUnreadable(f"too_large: {e}") from e
         except EventStoreError as e:
-            raise ChunkUnreadable(f"chunk_unreadable: {e}") from e
+            raise InputChunkUnreadable(f"chunk_unreadable: {e}") from e
         if not isinstance(events, list):
-            raise ChunkUnreadable(
+            raise InputChunkUnreadable(
                 f"chunk_unreadable: {key} holds a {type(events).__name__}, not an array of events"
             )
         # Elements are whatever the producers sent; plugins treat them defensively

@@ -9,11 +9,11 @@ trying the same read again later may succeed.
 
 from __future__ import annotations
 
-from typing import ClassVar
+from eventstore.errors import RiakEventsError
 
 
-class ConsumerError(Exception):
-    """Root of every error the consumer library raises on purpose.
+class ConsumerError(RiakEventsError):
+    """Root of every error the consumer library raises on purpose (a ``RiakEventsError``).
 
     Args:
         message: what happened, in words.
@@ -21,8 +21,6 @@ class ConsumerError(Exception):
         dc: the dc concerned, if any.
         key: the Riak key concerned (chunk, metadata or result key), if any.
     """
-
-    retriable: ClassVar[bool] = False
 
     def __init__(
         self,
@@ -105,3 +103,9 @@ class DiscoveryFailed(ConsumerError):
 
 class PositionError(ConsumerError):
     """A tail position file cannot be read or written, or belongs to another dc."""
+
+
+class SparkSourceError(ConsumerError, ValueError):
+    """The Spark source (``consumer_lib.spark``) was given bad options, or stored data it
+    cannot read (a chunk the metadata names is missing); the message names the option
+    or the key."""

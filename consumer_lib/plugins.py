@@ -31,7 +31,7 @@ from typing import Any
 
 from consumer_lib.errors import DiscoveryFailed, InvalidArgument, PluginNotFound
 from substreams.api import Substream
-from substreams.errors import InvalidKey, PluginLoadError, SignatureRejected
+from substreams.errors import InvalidSigningKey, PluginLoadError, SignatureRejected
 from substreams.loader import PluginSet
 from substreams.mirror import install
 from substreams.signing import TrustedKeys
@@ -78,7 +78,7 @@ class PluginCatalog:
     ) -> None:
         try:
             self._trust = TrustedKeys.load(trusted_keys)
-        except InvalidKey as e:
+        except InvalidSigningKey as e:
             raise InvalidArgument(str(e)) from e
         #: registry file -> why it was refused.
         self.rejected: dict[str, str] = {}

@@ -32,7 +32,7 @@ from typing import Any, TextIO
 import click
 
 from devstack import supervisor
-from devstack.stack import DevStackError
+from devstack.errors import DevStackError
 from devstack.state import read_state
 from eventstore.options import json_option
 

@@ -29,9 +29,10 @@ import sys
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 from companion.testing import Stack, start_stack
+from devstack.errors import DevStackError, StartFailed
 from eventstore.devnode.testing import free_port
 from eventstore.process_harness import ServerProcess, environment_without
 from relocator.testing import RelocatorProcess, ZooKeeperProcess, write_config
@@ -47,29 +48,6 @@ __all__ = [
     "free_ports",
     "ports_in_use",
 ]
-
-
-class DevStackError(Exception):
-    """Root of the errors of ``riak-events dev``."""
-
-    retriable: ClassVar[bool] = False
-
-
-class StartFailed(DevStackError):
-    """A process of the stack did not start.
-
-    Args:
-        name: which one (``"companion"``...).
-        reason: the first line of why (exit code, or not healthy in time).
-        log: its log file.
-    """
-
-    def __init__(self, name: str, reason: str, log: Path | None) -> None:
-        self.name = name
-        self.reason = reason
-        self.log = log
-        where = f" (log: {log})" if log is not None else ""
-        super().__init__(f"{name} did not start: {reason}{where}")
 
 
 @dataclass(frozen=True)

@@ -33,13 +33,12 @@ from typing import Any, TextIO
 import httpx
 
 from companion.testing import process_alive
+from devstack.errors import PortsInUse, StackRunning, StartFailed
 from devstack.logs import LogMerger
 from devstack.stack import (
     DEFAULT_PORTS,
     DevStack,
-    DevStackError,
     StackOptions,
-    StartFailed,
     kazoo_installed,
     ports_in_use,
 )
@@ -49,14 +48,6 @@ from eventstore.dirlock import DirectoryLocked, lock_directory
 from relocator.testing import four_letter, zookeeper_available
 
 __all__ = ["PortsInUse", "StackRunning", "banner", "describe", "options_for", "run", "stop_stack"]
-
-
-class StackRunning(DevStackError):
-    """A stack already runs from this data directory."""
-
-
-class PortsInUse(DevStackError):
-    """Ports the stack needs are taken."""
 
 
 def options_for(

@@ -1,11 +1,31 @@
-"""The root exception of the ``eventstore`` package and the leaves for names, blobs and chunks.
+"""The project's root exception, the ``eventstore`` package's, and the leaves for names,
+ranges, blobs and chunks.
 
-Every error raised on purpose by ``eventstore`` is an :class:`EventStoreError`. Leaves are
-named for what happened and carry the identifiers needed to act on them (the key, the
-part of a key, the index of an event). ``retriable`` says whether trying again (another
-replica, another node) can help; it is a class attribute so handlers can decide without
-parsing messages. The Riak client's errors live in ``eventstore.riak`` and the Sereal
-codec's in ``eventstore.sereal.errors``; they are translated at those boundaries.
+Every error riak-events raises on purpose is a :class:`RiakEventsError`; under it each
+package has exactly one root, and every error of the package derives from it::
+
+    RiakEventsError
+        EventStoreError        eventstore (this module)
+            RiakError          eventstore.riak.errors
+            DevnodeError       eventstore.devnode.errors
+            SerealError        eventstore.sereal.errors (also a ValueError)
+            ClusterError       eventstore.cluster.errors
+        RelocatorError         relocator.errors
+        CompanionError         companion.errors
+        SubstreamError         substreams.errors
+        ConsumerError          consumer_lib.errors
+        DevStackError          devstack.errors
+
+(checked by ``tests/unit/test_error_tree.py``, which also checks that no two of the
+project's exception classes share a name). The one exception that is not an error:
+``substreams.errors.SoftTimeout``, a ``BaseException`` so that a plugin's
+``except Exception`` cannot swallow its deadline.
+
+Leaves are named for what happened and carry the identifiers needed to act on them (the
+key, the part of a key, the index of an event). ``retriable`` says whether trying again
+(another replica, another node) can help; it is a class attribute so handlers can decide
+without parsing messages. The Riak client's errors live in ``eventstore.riak`` and the
+Sereal codec's in ``eventstore.sereal.errors``; they are translated at those boundaries.
 """
 
 from __future__ import annotations
@@ -13,10 +33,19 @@ from __future__ import annotations
 from typing import ClassVar
 
 
-class EventStoreError(Exception):
-    """Root of every error the ``eventstore`` package raises on purpose."""
+class RiakEventsError(Exception):
+    """Root of every error riak-events raises on purpose: catch this to handle them all.
+
+    Attributes:
+        retriable: whether doing the same thing again later may succeed (a class
+            attribute, so a handler decides without parsing the message).
+    """
 
     retriable: ClassVar[bool] = False
+
+
+class EventStoreError(RiakEventsError):
+    """Root of every error the ``eventstore`` package raises on purpose."""
 
 
 # -- names ------------------------------------------------------------------------------
@@ -54,6 +83,14 @@ class InvalidMetadataValue(InvalidName):
     """A metadata value (``type:subtype:chunk`` entries joined by ``|``) is malformed."""
 
     what = "metadata value"
+
+
+# -- epoch ranges -----------------------------------------------------------------------
+
+
+class InvalidRange(EventStoreError, ValueError):
+    """A range bound or an epoch range is not valid (``eventstore.ranges``): a bound of
+    no known form, a negative epoch, a naive datetime, an end before its start."""
 
 
 # -- blobs ------------------------------------------------------------------------------

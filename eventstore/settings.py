@@ -18,8 +18,10 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - Python 3.10
     import tomli as tomllib
 
+from eventstore.errors import EventStoreError
 
-class SettingsError(ValueError):
+
+class SettingsError(EventStoreError, ValueError):
     """A settings file or option is missing, unreadable or has a wrong value.
 
     The message names the file and the offending key.

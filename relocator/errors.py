@@ -5,13 +5,11 @@
 
 from __future__ import annotations
 
-from typing import ClassVar
+from eventstore.errors import RiakEventsError
 
 
-class RelocatorError(Exception):
-    """Root of every error the relocator raises on purpose."""
-
-    retriable: ClassVar[bool] = False
+class RelocatorError(RiakEventsError):
+    """Root of every error the relocator raises on purpose (a ``RiakEventsError``)."""
 
 
 class ListenFailed(RelocatorError):

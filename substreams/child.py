@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from substreams import defaults
-from substreams.errors import SoftTimeout
+from substreams.errors import SoftTimeout, SubstreamError
 from substreams.protocol import (
     EXIT_INTERNAL,
     EXIT_MEMORY,
@@ -78,7 +78,7 @@ _DENIED_EVENTS = frozenset(
 _WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_TRUNC
 
 
-class SandboxViolation(PermissionError):
+class SandboxViolation(SubstreamError, PermissionError):
     """A plugin tried something the sandbox refuses (network, processes, writes)."""
 
 
@@ -247,9 +247,9 @@ def child_main(jobs: list[tuple[int, Job]], write_fd: int, syscalls: Program | N
 _platform_active = False
 
 
-class Unencodable(Exception):
+class Unencodable(SubstreamError):
     pass
 
 
-class Reported(Exception):
+class Reported(SubstreamError):
     """A failure already described; its message is the whole report."""

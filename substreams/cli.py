@@ -25,7 +25,7 @@ from eventstore.options import (
     check_riak_node,
     json_option,
 )
-from substreams.errors import InvalidKey, PluginLoadError, RegistryError
+from substreams.errors import InvalidSigningKey, PluginLoadError, RegistryError
 
 _ZK_HOSTS = aliased_option(
     "--zookeeper",
@@ -184,7 +184,7 @@ def keygen(path: Path) -> None:
     try:
         path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         public_path, text = generate(path)
-    except (InvalidKey, OSError) as e:
+    except (InvalidSigningKey, OSError) as e:
         raise click.ClickException(f"cannot write the key pair {path}: {e}") from e
     click.echo(f"private key: {path} (keep it secret; publish --key {path})")
     click.echo(f"public key:  {public_path}")
@@ -215,7 +215,7 @@ def publish(  # noqa: PLR0917 (click passes every option positionally by name)
 
     try:
         key = load_private_key(key_path) if key_path is not None else None
-    except InvalidKey as e:
+    except InvalidSigningKey as e:
         raise click.ClickException(str(e)) from e
     if key is None:
         click.echo("warning: publishing unsigned (no --key): no node will run it", err=True)
@@ -269,7 +269,7 @@ def list_command(trusted_keys: tuple[str, ...], zk_hosts: str, zk_root: str, as_
 
     try:
         trust = TrustedKeys.load(trusted_keys) if trusted_keys else None
-    except InvalidKey as e:
+    except InvalidSigningKey as e:
         raise click.ClickException(str(e)) from e
     with _zk(zk_hosts) as client:
         entries = list_entries(client, root=zk_root)

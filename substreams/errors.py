@@ -6,13 +6,12 @@ whether running the same thing again may help.
 
 from __future__ import annotations
 
-from typing import ClassVar
+from eventstore.errors import RiakEventsError
 
 
-class SubstreamError(Exception):
-    """Root of every error the ``substreams`` package raises on purpose."""
-
-    retriable: ClassVar[bool] = False
+class SubstreamError(RiakEventsError):
+    """Root of every error the ``substreams`` package raises on purpose (a
+    ``RiakEventsError``)."""
 
 
 class InvalidDeclaration(SubstreamError, ValueError):
@@ -51,7 +50,7 @@ class SoftTimeout(BaseException):
     """
 
 
-class InvalidKey(SubstreamError):
+class InvalidSigningKey(SubstreamError):
     """A publisher's private key or a trusted public key cannot be read or is not Ed25519."""
 
 

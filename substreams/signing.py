@@ -31,7 +31,7 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
-from substreams.errors import InvalidKey, SignatureRejected
+from substreams.errors import InvalidSigningKey, SignatureRejected
 
 __all__ = [
     "PublisherKey",
@@ -87,7 +87,7 @@ def generate(path: Path) -> tuple[Path, str]:
         (the public key file, the public key as base64).
 
     Raises:
-        InvalidKey: ``path`` exists already (never overwritten).
+        InvalidSigningKey: ``path`` exists already (never overwritten).
     """
     private = Ed25519PrivateKey.generate()
     pem = private.private_bytes(
@@ -98,7 +98,7 @@ def generate(path: Path) -> tuple[Path, str]:
     public_path = path.with_name(path.name + ".pub")
     for existing in (path, public_path):
         if existing.exists():
-            raise InvalidKey(f"{existing} exists: refusing to overwrite a key")
+            raise InvalidSigningKey(f"{existing} exists: refusing to overwrite a key")
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     with os.fdopen(fd, "wb") as f:
         f.write(pem)
@@ -111,14 +111,14 @@ def load_private_key(path: Path) -> PublisherKey:
     """Read a publisher's private key (PEM PKCS#8 Ed25519, unencrypted).
 
     Raises:
-        InvalidKey: unreadable, not PEM, or not an Ed25519 key.
+        InvalidSigningKey: unreadable, not PEM, or not an Ed25519 key.
     """
     try:
         private = serialization.load_pem_private_key(path.read_bytes(), password=None)
     except (OSError, ValueError, TypeError) as e:
-        raise InvalidKey(f"private key {path}: {e}") from e
+        raise InvalidSigningKey(f"private key {path}: {e}") from e
     if not isinstance(private, Ed25519PrivateKey):
-        raise InvalidKey(f"private key {path}: not an Ed25519 key")
+        raise InvalidSigningKey(f"private key {path}: not an Ed25519 key")
     return PublisherKey(private, key_id(private.public_key()))
 
 
@@ -135,16 +135,16 @@ def _parse_public(text: str, where: str) -> Ed25519PublicKey:
         try:
             key = serialization.load_pem_public_key(text.encode())
         except ValueError as e:
-            raise InvalidKey(f"trusted key {where}: {e}") from e
+            raise InvalidSigningKey(f"trusted key {where}: {e}") from e
         if not isinstance(key, Ed25519PublicKey):
-            raise InvalidKey(f"trusted key {where}: not an Ed25519 key")
+            raise InvalidSigningKey(f"trusted key {where}: not an Ed25519 key")
         return key
     try:
         raw = base64.b64decode(text, validate=True)
     except binascii.Error as e:
-        raise InvalidKey(f"trusted key {where}: not base64: {e}") from e
+        raise InvalidSigningKey(f"trusted key {where}: not base64: {e}") from e
     if len(raw) != _RAW_KEY_BYTES:
-        raise InvalidKey(f"trusted key {where}: {len(raw)} bytes, an Ed25519 key has 32")
+        raise InvalidSigningKey(f"trusted key {where}: {len(raw)} bytes, an Ed25519 key has 32")
     return Ed25519PublicKey.from_public_bytes(raw)
 
 
@@ -164,7 +164,7 @@ class TrustedKeys:
         key inline; relative paths are relative to ``base_dir``.
 
         Raises:
-            InvalidKey: naming the entry that is not a readable Ed25519 public key.
+            InvalidSigningKey: naming the entry that is not a readable Ed25519 public key.
         """
         keys: dict[str, Ed25519PublicKey] = {}
         for entry in entries:
@@ -177,7 +177,7 @@ class TrustedKeys:
                 try:
                     text = path.read_text()
                 except OSError as e:
-                    raise InvalidKey(f"trusted key file {path}: {e}") from e
+                    raise InvalidSigningKey(f"trusted key file {path}: {e}") from e
                 key = _parse_public(text, str(path))
             keys[key_id(key)] = key
         return cls(keys)

@@ -54,6 +54,7 @@ from pyspark.sql.datasource import (
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import LongType, StringType, StructField, StructType, VariantType
 
+from consumer_lib.errors import SparkSourceError
 from eventstore import sereal
 from eventstore.blob import verify_postfix
 from eventstore.names import ChunkKey, ChunkRef, MetadataKey, Namespaces, parse_metadata
@@ -90,11 +91,6 @@ JSON_SCHEMA = StructType([*_KEY_FIELDS, StructField("event_json", StringType(), 
 _EVENT_FORMATS = {"variant": SCHEMA, "json": JSON_SCHEMA}
 
 _INT_RE = re.compile(r"0|[1-9][0-9]*")
-
-
-class SparkSourceError(ValueError):
-    """Bad options, or stored data the source cannot read (a chunk the metadata names
-    is missing)."""
 
 
 def source_schema(options: Mapping[str, str]) -> StructType:

@@ -17,7 +17,7 @@ from typing import Any
 
 from starlette.requests import Request
 
-from eventstore.devnode.errors import BadRequest, EntityTooLarge
+from eventstore.devnode.errors import EntityTooLarge, InvalidRequest
 
 
 async def read_body(request: Request, limit: int, what: str) -> bytes:
@@ -52,18 +52,18 @@ def parse_json(raw: bytes, *, max_depth: int, what: str) -> Any:
         as Riak words it per resource).
 
     Raises:
-        BadRequest: the document nests deeper than ``max_depth``.
+        InvalidRequest: the document nests deeper than ``max_depth``.
     """
     try:
         document = json.loads(raw)
     except RecursionError:
         # The parser recurses once per level; far deeper than any limit we set.
-        raise BadRequest(f"{what} JSON nests deeper than {max_depth} levels") from None
+        raise InvalidRequest(f"{what} JSON nests deeper than {max_depth} levels") from None
     except ValueError:
         return None
     depth = _depth(document, max_depth)
     if depth > max_depth:
-        raise BadRequest(f"{what} JSON nests deeper than {max_depth} levels")
+        raise InvalidRequest(f"{what} JSON nests deeper than {max_depth} levels")
     return document
 
 

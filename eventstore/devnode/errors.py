@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import json
 
+from eventstore.errors import EventStoreError
+
 #: The page webmachine's default error handler renders for a 404 without a body of its
 #: own (webmachine ``src/webmachine_error_handler.erl``); Riak installs no other handler.
 WEBMACHINE_404_PAGE = (
@@ -20,8 +22,9 @@ WEBMACHINE_404_PAGE = (
 )
 
 
-class DevnodeError(Exception):
-    """Root of the devnode's errors. ``status`` is the HTTP status it answers with."""
+class DevnodeError(EventStoreError):
+    """Root of the devnode's errors (an ``EventStoreError``). ``status`` is the HTTP
+    status it answers with."""
 
     status: int = 500
     content_type: str = "text/plain"
@@ -35,7 +38,7 @@ class DevnodeError(Exception):
         return (self.message + "\n").encode()
 
 
-class BadRequest(DevnodeError):
+class InvalidRequest(DevnodeError):
     """Malformed request: missing Content-Type, bad option value, bad props JSON (400)."""
 
     status = 400
@@ -112,7 +115,7 @@ class UnsupportedMediaType(DevnodeError):
     status = 415
 
 
-class InvalidProps(BadRequest):
+class InvalidProps(InvalidRequest):
     """A bucket or bucket-type property has a value of the wrong kind (400)."""
 
 

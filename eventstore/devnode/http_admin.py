@@ -22,7 +22,7 @@ from eventstore.devnode.bodies import parse_json, read_body
 from eventstore.devnode.buckets import DEFAULT_TYPE
 from eventstore.devnode.defaults import MAX_PROPS_DEPTH
 from eventstore.devnode.errors import (
-    BadRequest,
+    InvalidRequest,
     PropsNotSet,
     ResourceNotFound,
     UnsupportedMediaType,
@@ -124,7 +124,7 @@ async def _props_body(request: Request, what: str) -> dict[str, Any]:
     raw = await read_body(request, settings.max_props_bytes, f"{what} props")
     document = parse_json(raw, max_depth=MAX_PROPS_DEPTH, what=f"{what} props")
     if not isinstance(document, dict) or not isinstance(document.get("props"), dict):
-        raise BadRequest(
+        raise InvalidRequest(
             f"{what} PUT must be a JSON object of the form:\n"
             '{"props":{...bucket properties...}}'
         )

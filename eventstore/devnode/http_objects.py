@@ -32,7 +32,7 @@ from starlette.responses import Response
 from eventstore.devnode import records
 from eventstore.devnode.bodies import read_body
 from eventstore.devnode.buckets import is_quorum, resolve_quorum
-from eventstore.devnode.errors import BadRequest, ObjectNotFound, UnsupportedMediaType
+from eventstore.devnode.errors import InvalidRequest, ObjectNotFound, UnsupportedMediaType
 from eventstore.devnode.records import StoredObject
 from eventstore.devnode.state import Devnode
 
@@ -48,7 +48,7 @@ def parse_location(request: Request) -> tuple[str, str, str]:
     """(bucket_type, bucket, key) from the raw path, each segment percent-decoded.
 
     Raises:
-        BadRequest: a segment is not UTF-8 or the key is empty.
+        InvalidRequest: a segment is not UTF-8 or the key is empty.
     """
     raw = request.scope.get("raw_path") or request.url.path.encode()
     parts = bytes(raw).split(b"/")
@@ -62,9 +62,9 @@ def parse_location(request: Request) -> tuple[str, str, str]:
         bucket = unquote_to_bytes(bucket_raw).decode()
         key = "/".join(unquote_to_bytes(p).decode() for p in key_parts)
     except UnicodeDecodeError as e:
-        raise BadRequest(f"path segment is not UTF-8: {e}") from e
+        raise InvalidRequest(f"path segment is not UTF-8: {e}") from e
     if not key:
-        raise BadRequest("Key cannot be zero-length")
+        raise InvalidRequest("Key cannot be zero-length")
     return bucket_type, bucket, key
 
 
@@ -73,23 +73,23 @@ def check_options(request: Request, quorums: tuple[str, ...]) -> None:
     ``malformed_request`` does (before it looks at the bucket type).
 
     Raises:
-        BadRequest: a malformed value.
+        InvalidRequest: a malformed value.
     """
     params = request.query_params
     for name in quorums:
         text = params.get(name)
         if text is not None and not is_quorum(int(text) if text.isdigit() else text):
-            raise BadRequest(
+            raise InvalidRequest(
                 f"{name} query parameter must be an integer or one of the following words: "
                 "'one', 'quorum' or 'all'"
             )
     for name in _BOOLEANS:
         text = params.get(name)
         if text is not None and text.lower() not in ("true", "false", "default"):
-            raise BadRequest(f"{name} query parameter must be true or false")
+            raise InvalidRequest(f"{name} query parameter must be true or false")
     timeout = params.get("timeout")
     if timeout is not None and not timeout.isdigit():
-        raise BadRequest(f"Bad timeout value {timeout!r}")
+        raise InvalidRequest(f"Bad timeout value {timeout!r}")
 
 
 def bucket_props(
@@ -100,7 +100,7 @@ def bucket_props(
 
     Raises:
         UnknownBucketType: the bucket type does not exist (404, Riak's wording).
-        BadRequest: a quorum larger than the bucket's n_val.
+        InvalidRequest: a quorum larger than the bucket's n_val.
     """
     props = devnode.registry.bucket_props(bucket_type, bucket)
     n_val = int(props["n_val"])
@@ -110,7 +110,7 @@ def bucket_props(
             continue
         value: int | str = int(text) if text.isdigit() else text
         if resolve_quorum(value, n_val, props.get(name, "quorum")) > n_val:
-            raise BadRequest(f"Specified w/dw/pw values invalid for bucket n value of {n_val}")
+            raise InvalidRequest(f"Specified w/dw/pw values invalid for bucket n value of {n_val}")
     return props
 
 
@@ -138,7 +138,7 @@ async def put_object(request: Request) -> Response:
     devnode: Devnode = request.app.state.devnode
     bucket_type, bucket, key = parse_location(request)
     if request.headers.get("content-type") is None:
-        raise BadRequest("Missing Content-Type request header")
+        raise InvalidRequest("Missing Content-Type request header")
     check_options(request, _PUT_QUORUMS)
     props = bucket_props(devnode, request, bucket_type, bucket, _PUT_QUORUMS)
     content_type, charset = _content_type(request)

@@ -18,7 +18,7 @@ import json
 import struct
 from dataclasses import dataclass
 
-from eventstore.devnode.errors import BadRequest
+from eventstore.devnode.errors import InvalidRequest
 
 FORMAT_VERSION = 1
 FLAG_TOMBSTONE = 0x01
@@ -49,12 +49,12 @@ def location_key(bucket_type: str, bucket: str, key: str) -> bytes:
     """Encode a location as the store's key.
 
     Raises:
-        BadRequest: the encoded location is longer than LMDB's key limit allows.
+        InvalidRequest: the encoded location is longer than LMDB's key limit allows.
     """
     t, b, k = bucket_type.encode(), bucket.encode(), key.encode()
     encoded = _LOCATION.pack(len(t), len(b)) + t + b + k
     if len(encoded) > MAX_LOCATION_KEY_BYTES:
-        raise BadRequest(
+        raise InvalidRequest(
             f"bucket type, bucket and key together exceed the devnode's limit of "
             f"{MAX_LOCATION_KEY_BYTES - _LOCATION.size} bytes: {bucket_type}/{bucket}/{key[:64]}"
         )

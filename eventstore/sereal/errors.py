@@ -8,8 +8,10 @@ reading: the document for the header, the decompressed body for body errors).
 
 from __future__ import annotations
 
+from eventstore.errors import EventStoreError
 
-class SerealError(ValueError):
+
+class SerealError(EventStoreError, ValueError):
     """Root of every codec error.
 
     Args:

@@ -10,7 +10,7 @@ import pytest
 from eventstore.devnode import defaults, records
 from eventstore.devnode.bodies import parse_json
 from eventstore.devnode.buckets import BucketRegistry, resolve_quorum, validate_props
-from eventstore.devnode.errors import BadRequest, InvalidProps, UnknownBucketType
+from eventstore.devnode.errors import InvalidProps, InvalidRequest, UnknownBucketType
 from eventstore.devnode.metrics import path_kind
 from eventstore.devnode.records import StoredObject
 from eventstore.devnode.settings import load
@@ -119,7 +119,7 @@ def test_location_keys() -> None:
     assert records.location_key("a", "bc", "d") != records.location_key("ab", "c", "d")
     assert records.split_purge_key(records.purge_key(99, key)) == (99, key)
     assert records.purge_key(1, key) < records.purge_key(2, b"")
-    with pytest.raises(BadRequest, match="limit"):
+    with pytest.raises(InvalidRequest, match="limit"):
         records.location_key("t", "b", "k" * 600)
 
 
@@ -184,7 +184,7 @@ def test_parse_json_counts_nesting_without_recursing() -> None:
     }
     assert parse_json(b"not json", max_depth=4, what="x") is None
     assert parse_json(b"7", max_depth=0, what="x") == 7
-    with pytest.raises(BadRequest, match="x JSON nests deeper than 4 levels"):
+    with pytest.raises(InvalidRequest, match="x JSON nests deeper than 4 levels"):
         parse_json(b'{"props":{"a":[{"b":[]}]}}', max_depth=4, what="x")
-    with pytest.raises(BadRequest, match="deeper than 4 levels"):
+    with pytest.raises(InvalidRequest, match="deeper than 4 levels"):
         parse_json(b"[" * 200_000 + b"]" * 200_000, max_depth=4, what="x")

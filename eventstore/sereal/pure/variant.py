@@ -15,6 +15,7 @@ import struct
 from array import array
 from dataclasses import dataclass, field
 
+from eventstore.sereal.errors import SerealError
 from eventstore.sereal.limits import check_max_depth
 from eventstore.sereal.pure.recursion import room_for
 
@@ -27,7 +28,10 @@ _DIGITS = b"0123456789"
 _INT64 = (-(2**63), 2**63 - 1)
 
 
-class _Fail(Exception):
+class _Fail(SerealError):
+    """Internal: caught in ``json_to_variant_packed`` and re-raised as the
+    ``ValueError`` the compiled core raises."""
+
     def __init__(self, pos: int, what: str) -> None:
         super().__init__(what)
         self.pos = pos

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from substreams.errors import InvalidKey, SignatureRejected
+from substreams.errors import InvalidSigningKey, SignatureRejected
 from substreams.overwrite import decide
 from substreams.results import ResultRecord
 from substreams.signing import TrustedKeys, generate, load_private_key
@@ -25,7 +25,7 @@ def test_keygen_writes_a_private_key_only_its_owner_reads_and_never_overwrites(
     public, text = generate(tmp_path / "k")
     assert stat.S_IMODE((tmp_path / "k").stat().st_mode) == 0o600
     assert public.read_text().strip() == text
-    with pytest.raises(InvalidKey, match="exists"):
+    with pytest.raises(InvalidSigningKey, match="exists"):
         generate(tmp_path / "k")
 
 
@@ -54,15 +54,15 @@ def test_a_signature_verifies_only_for_its_file_and_source_under_a_trusted_key(
 
 def test_bad_key_material_is_named(tmp_path: Path) -> None:
     (tmp_path / "junk.pub").write_text("not a key\n")
-    with pytest.raises(InvalidKey, match=r"junk\.pub"):
+    with pytest.raises(InvalidSigningKey, match=r"junk\.pub"):
         TrustedKeys.load([str(tmp_path / "junk.pub")])
-    with pytest.raises(InvalidKey, match=r"missing\.pub"):
+    with pytest.raises(InvalidSigningKey, match=r"missing\.pub"):
         TrustedKeys.load([str(tmp_path / "missing.pub")])
     (tmp_path / "short.pub").write_text(base64.b64encode(b"k" * 31).decode())
-    with pytest.raises(InvalidKey, match="31 bytes, an Ed25519 key has 32"):
+    with pytest.raises(InvalidSigningKey, match="31 bytes, an Ed25519 key has 32"):
         TrustedKeys.load([str(tmp_path / "short.pub")])
     (tmp_path / "junk.key").write_text("-----BEGIN PRIVATE KEY-----\n")
-    with pytest.raises(InvalidKey, match=r"junk\.key"):
+    with pytest.raises(InvalidSigningKey, match=r"junk\.key"):
         load_private_key(tmp_path / "junk.key")
 
 
