@@ -31,7 +31,7 @@ import pytest
 
 from consumer_lib import EventsClient
 from eventstore.cluster import topology as topo
-from eventstore.cluster.engine import Cluster, connect
+from eventstore.cluster.engine import PROJECT_LABEL, Cluster, connect
 from eventstore.cluster.images import Builder
 from relocator.producer import TcpEmitter
 
@@ -75,6 +75,14 @@ def engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
 @pytest.fixture(scope="module")
 def cluster(engine: Any) -> Iterator[Cluster]:
     """Three logical nodes with three companions, two relocators, ZooKeeper: healthy."""
+    # Clusters of earlier runs that were killed before their teardown: removed first.
+    stale = {
+        c.labels[PROJECT_LABEL]
+        for c in engine.containers.list(all=True, filters={"label": [PROJECT_LABEL]})
+        if c.labels.get(PROJECT_LABEL, "").startswith("rete2e")
+    }
+    for project in stale:
+        Cluster(engine, topo.build(project)).down(volumes=True)
     started = time.monotonic()
     images = Builder(engine, ROOT, progress=print).all()
     built = time.monotonic()
