@@ -53,6 +53,8 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from companion import defaults, metrics
+from companion.audit_check import audit_keys
+from companion.audit_cursor import read_audit_status
 from companion.errors import (
     BadKeyGroup,
     BodyTooLarge,
@@ -176,8 +178,8 @@ async def post_keys(request: Request) -> Response:
 async def post_audit(request: Request) -> Response:
     epoch, dc, keys = _parse_key_group(await _read_body(request))
     engine: Engine = request.app.state.engine
-    missing, accepted, shed = await run_in_threadpool(engine.audit, epoch, dc, keys)
-    return JSONResponse({"missing": missing, "accepted": accepted, "shed": shed})
+    answer = await run_in_threadpool(audit_keys, engine, epoch, dc, keys)
+    return JSONResponse(answer.to_json())
 
 
 async def enable_substream(request: Request) -> Response:
@@ -245,12 +247,19 @@ async def readyz(request: Request) -> Response:
     return JSONResponse(body, status_code=503 if problems else 200)
 
 
+def _audit_status(settings: CompanionSettings) -> dict[str, dict[str, Any]]:
+    """The auditor's cursors (dc -> cursor, lag_s, pending, given_up)."""
+    return read_audit_status(settings.state_dir, settled=time.time() - settings.audit_lookback_s)
+
+
 async def metrics_endpoint(request: Request) -> Response:
     engine: Engine = request.app.state.engine
     metrics.set_queue_depth(engine.queue_depth())
     zk = read_zookeeper_state(request.app.state.settings)
     if zk is not None:
         metrics.set_zookeeper_connected(bool(zk.get("connected")))
+    audit = _audit_status(request.app.state.settings)
+    metrics.set_audit_lag({dc: cursor["lag_s"] for dc, cursor in audit.items()})
     body = metrics.render(request.app.state.metrics_dir)
     return Response(body, media_type=metrics.CONTENT_TYPE_LATEST)
 
@@ -271,6 +280,8 @@ def _node_view(request: Request) -> dict[str, Any]:
     view["registry"] = read_status(settings.registry_dir)
     # Substreams disabled on this node (name -> version, reason, at): `substream status`.
     view["disabled"] = state.engine.disabled.all()
+    # The auditor's cursor per dc (the oldest epoch not yet confirmed complete, its lag).
+    view["audit"] = _audit_status(settings)
     if settings.hide_addresses:
         view["zookeeper"].pop("hosts", None)
     return view

@@ -1,33 +1,66 @@
-"""The auditor: find this node's chunks of recent epochs that lack results, and have
-the missing ones written (a hook may fire twice or not at all; a worker may die with a
-chunk in hand; a result may be lost). On by default.
+"""The auditor: find this node's chunks that lack results, and have the missing ones
+written (a hook may fire twice or not at all; a worker may die with a chunk in hand; a
+result write may fail while the store is down). On by default; one per node, in the
+gunicorn master (which holds the state directory's lock).
 
-Runs in gunicorn's master, one per node, every ``audit_interval_s``::
+Two parts, every ``audit_interval_s``:
 
-    dcs = audit_dcs + the dcs of key groups received within audit_lookback_s (SeenDcs)
-    for epoch in [now - AUDIT_MIN_AGE_S .. now - audit_lookback_s], newest first,
-                 resuming after the epoch where the last round hit its cap:
-        for dc in dcs:
-            keys = metadata(<epoch>-<dc>)         # 404: no such epoch, skip
-            mine = keys whose first preflist node (events bucket, ring settings) is
-                   this node; all keys when no ring is configured (one-node setups)
-            stop when audit_max_keys keys were sent this round (the cap)
-            POST {"epoch", "dc", "keys": mine} to this companion's /v1/audit
-    a worker answers /v1/audit: a key lacking the result of some matching enabled
-    substream (one GET each) is admitted as an audit item; the chunk thread that takes
-    it reads again which results are missing and runs and writes only those
+- the **window**: the epochs between ``audit_lookback_s`` and ``AUDIT_MIN_AGE_S`` old
+  (younger ones are still the hook's), visited at every round, newest first, as far as
+  the round's budget goes: fresh failures are repaired within a round or two, and
+  metadata written late (a relocator recovering) is still seen;
+- the **cursor** (``audit_cursor.py``, persisted per dc): every epoch once it is older
+  than the window (settled: no more metadata expected), oldest first, and it moves
+  past an epoch only when a visit confirmed it complete. So no epoch is skipped,
+  whatever the load, the outages or the restarts; the window only makes repairs fast.
 
-Bounded: at most ``audit_max_keys`` keys are checked per round (one GET per key and
-substream at most), and ``audit_lookback_s`` metadata reads per dc.
-Idempotent: it never overwrites a stored result, it only fills missing ones.
-Failure semantics: every error is logged and the next round starts afresh; it never
-blocks the master's main loop (own thread). A round that hits the cap leaves the rest
-to the next, which starts where it stopped, so old epochs are not starved.
+One round::
+
+    now; settled = now - audit_lookback_s; newest = now - AUDIT_MIN_AGE_S
+    dcs = audit_dcs + dcs of key groups received within audit_horizon_s (SeenDcs)
+          + dcs whose cursor still has pending epochs
+    a dc without a cursor starts at `settled` (a new node audits the window back)
+    give up (counted companion_audit_given_up_total{dc}, logged) every epoch older
+        than now - audit_horizon_s: pending ones, and those the cursor never reached
+    budget = audit_max_keys, or audit_min_keys (if less) while the inbox holds >=
+             queue_max chunks (the hook's work goes first; the audit still progresses)
+    1. cursor, oldest first across dcs, with 3/4 of the budget: each dc's pending
+       epochs (each once a round), then its epochs from `next` up to `settled`
+    2. window, newest first, from `newest` down to `settled`, with what is left;
+       these visits never move the cursor
+    a visit of (epoch, dc):
+        metadata GET  404 -> nothing there: confirmed
+                      store error -> the round ends; the cursor stays (next round)
+                      unparseable -> given up (counted, logged at ERROR)
+        mine = keys whose first preflist node is this node (all without a ring)
+        none of mine -> confirmed
+        budget spent (and something sent this round) -> the round ends here
+        POST {"epoch", "dc", "keys": mine} to /v1/audit (audit_check.py) ->
+            {"missing", "unreadable", "accepted", "shed"}
+            no answer, or unreadable > 0 -> the round ends; the cursor stays
+            missing == 0 -> confirmed (removed from pending / next moves past it)
+            missing > 0 -> repairs admitted; the epoch is pending until a later
+                           visit finds nothing missing
+    the round also ends after audit_round_max_s (between two visits, after one)
+    the cursors are saved (atomic rename) at the end of the round, and at most
+    every second during it
+
+Committed when: a cursor moves past an epoch only after a visit confirmed it (or gave it
+up, counted); it is saved after that, so a kill -9 can only make the next process visit
+an epoch again, never skip one. Idempotent: a stored result is never overwritten, only
+missing ones are written; visiting an epoch twice costs reads only.
+Bounded: keys per round (``audit_max_keys``; ``audit_min_keys`` while busy), time per
+round (``audit_round_max_s``), pending epochs per dc (``MAX_PENDING``), state (one
+small file). Failure semantics: every error is logged and ends the round; it never
+blocks the master's main loop (own thread).
+Not covered: metadata first written for an epoch already older than the window after
+the cursor passed it (the hook still delivers it, at most once).
 """
 
 from __future__ import annotations
 
 import contextlib
+import enum
 import http.client
 import json
 import logging
@@ -35,8 +68,13 @@ import os
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 
+from companion import metrics
+from companion.audit_check import AuditAnswer
+from companion.audit_cursor import CursorFile, DcCursor
+from companion.errors import CompanionError
 from companion.settings import CompanionSettings
 from eventstore.errors import EventStoreError
 from eventstore.names import ChunkKey, MetadataKey, parse_metadata
@@ -45,14 +83,18 @@ from eventstore.ring import Ring
 
 log = logging.getLogger(__name__)
 
-__all__ = ["AUDIT_MIN_AGE_S", "Auditor", "SeenDcs"]
+__all__ = ["AUDIT_MIN_AGE_S", "MAX_PENDING", "Auditor", "SeenDcs", "http_post"]
 
 #: Epochs younger than this are left to the hook, seconds.
 AUDIT_MIN_AGE_S = 10
 #: Most dcs learned from key groups that are audited (the most recently seen).
 MAX_SEEN_DCS = 64
+#: Most pending epochs per dc; at the limit the forward scan of that dc waits.
+MAX_PENDING = 512
 #: A worker touches a dc's file at most this often, seconds.
 _NOTE_EVERY_S = 30.0
+#: The cursors are saved at most this often during a round, seconds.
+_SAVE_EVERY_S = 1.0
 
 
 class SeenDcs:
@@ -103,18 +145,45 @@ class SeenDcs:
         return [dc for _, dc in sorted(seen, reverse=True)[:MAX_SEEN_DCS]]
 
 
-Post = Callable[[int, str, list[str]], None]
+#: Sends ``(epoch, dc, keys)`` to this node's ``/v1/audit``; ``None``: no answer.
+Post = Callable[[int, str, list[str]], AuditAnswer | None]
+
+
+class _Outcome(enum.Enum):
+    CONFIRMED = "confirmed"  # nothing there, none of ours, or nothing missing
+    REPAIRING = "repairing"  # missing results admitted for repair
+    GIVEN_UP = "given up"  # metadata that can never be parsed
+    OVER_BUDGET = "over budget"  # not visited: the round's keys are spent
+
+
+class _RoundEnds(CompanionError):
+    """The store (or this node's workers) could not answer: end the round here."""
+
+
+@dataclass
+class _Round:
+    budget: int
+    deadline: float
+    sent: int = 0
+    visits: int = 0
+    checked: dict[str, set[int]] = field(default_factory=dict)  # pending ones seen
+
+    def time_up(self) -> bool:
+        return self.visits > 0 and time.monotonic() >= self.deadline
 
 
 class Auditor:
     """One node's auditor.
 
     Args:
-        settings: the companion's settings (ring, node, dcs, lookback, cap).
+        settings: the companion's settings (ring, node, dcs, lookback, horizon, caps).
         riak: a client of the local node.
         post: sends ``(epoch, dc, keys)`` to this node's ``/v1/audit``.
         seen: the dcs learned from key groups (default: ``<state_dir>/dcs``).
         clock: unix time (injected for tests).
+        busy: whether the hook's work fills the inbox now (then a round checks only
+            ``audit_min_keys`` keys); default: never.
+        cursors: where the cursors persist (default: ``<state_dir>/audit/cursors.json``).
     """
 
     def __init__(
@@ -125,14 +194,19 @@ class Auditor:
         *,
         seen: SeenDcs | None = None,
         clock: Callable[[], float] = time.time,
+        busy: Callable[[], bool] | None = None,
+        cursors: CursorFile | None = None,
     ) -> None:
         self.settings = settings
         self._riak = riak
         self._post = post
         self._clock = clock
+        self._busy = busy or (lambda: False)
         self._seen = seen or SeenDcs(settings.state_dir / "dcs", clock=clock)
         self._ring = Ring(settings.ring_nodes, settings.ring_size) if settings.ring_nodes else None
-        self._resume_at: int | None = None  # the epoch where the last round hit its cap
+        self._file = cursors or CursorFile(settings.state_dir)
+        self.cursors: dict[str, DcCursor] = self._file.load()
+        self._saved_at = 0.0
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -150,47 +224,172 @@ class Auditor:
         return bool(preflist) and preflist[0].node == self.settings.node
 
     def dcs(self) -> list[str]:
-        """The configured ``audit_dcs``, then the dcs seen in recent key groups."""
-        seen = self._seen.recent(self.settings.audit_lookback_s)
-        return list(dict.fromkeys([*self.settings.audit_dcs, *seen]))
+        """The configured ``audit_dcs``, the dcs seen in key groups within the horizon,
+        and the dcs whose cursor has pending epochs."""
+        seen = self._seen.recent(self._horizon_s())
+        pending = [dc for dc, c in sorted(self.cursors.items()) if c.pending]
+        return list(dict.fromkeys([*self.settings.audit_dcs, *seen, *pending]))
 
-    def _epochs(self, now: int) -> list[int]:
-        newest, oldest = now - AUDIT_MIN_AGE_S, now - self.settings.audit_lookback_s
-        start = self._resume_at
-        if start is None or not oldest <= start <= newest:
-            start = newest
-        return [*range(start, oldest - 1, -1), *range(newest, start, -1)]
+    def _horizon_s(self) -> int:
+        return max(self.settings.audit_horizon_s, self.settings.audit_lookback_s)
+
+    # -- one round ---------------------------------------------------------------------
 
     def run_once(self) -> int:
-        """One round; returns how many owned keys were sent to be checked (at most
-        ``audit_max_keys``, or one epoch-dc's keys when a single one holds more)."""
+        """One round; returns how many owned keys were sent to be checked (at most the
+        round's budget, or one epoch-dc's keys when a single one holds more)."""
         now = int(self._clock())
-        sent = 0
-        ns = self.settings.namespaces
+        settled, newest = now - self.settings.audit_lookback_s, now - AUDIT_MIN_AGE_S
         dcs = self.dcs()
-        epochs = self._epochs(now)
-        self._resume_at = None
-        for epoch in epochs:
+        # Cursors of dcs no longer audited (and with nothing pending) are dropped: such
+        # a dc, when it comes back, starts audit_lookback_s back like a new one.
+        self.cursors = {dc: c for dc, c in self.cursors.items() if dc in dcs}
+        for dc in dcs:
+            cursor = self.cursors.setdefault(dc, DcCursor(settled))
+            self._give_up_old(dc, cursor, now - self._horizon_s())
+        busy = self._busy()
+        budget = self.settings.audit_max_keys
+        if busy:
+            budget = min(budget, self.settings.audit_min_keys)
+        state = _Round(budget, time.monotonic() + self.settings.audit_round_max_s)
+        try:
+            state.budget = budget - budget // 4
+            self._forward(dcs, settled, state)
+            state.budget = budget
+            self._window(dcs, settled, newest, state)
+        except _RoundEnds:
+            pass
+        finally:
+            self._save(force=True)
+        if busy:
+            log.debug("auditor: inbox busy: round cut to %d keys", budget)
+        return state.sent
+
+    def _give_up_old(self, dc: str, cursor: DcCursor, horizon: int) -> None:
+        """Give up (count, log) the epochs of ``dc`` older than ``horizon``."""
+        old_pending = [e for e in cursor.pending if e < horizon]
+        skipped = max(0, horizon - cursor.next)
+        if not old_pending and not skipped:
+            return
+        n = len(old_pending) + skipped
+        log.warning(
+            "auditor: dc=%s: %d epochs older than audit_horizon_s=%ds given up "
+            "(%d pending repair: %s; never reached: %s)",
+            dc,
+            n,
+            self._horizon_s(),
+            len(old_pending),
+            old_pending[:10],
+            f"{cursor.next}..{horizon - 1}" if skipped else "none",
+        )
+        cursor.pending = [e for e in cursor.pending if e >= horizon]
+        cursor.next = max(cursor.next, horizon)
+        self._count_given_up(dc, cursor, n)
+
+    @staticmethod
+    def _count_given_up(dc: str, cursor: DcCursor, n: int) -> None:
+        cursor.given_up += n
+        metrics.AUDIT_GIVEN_UP.labels(dc).inc(n)
+
+    def _forward(self, dcs: list[str], settled: int, state: _Round) -> None:
+        """Phase 1: oldest first across dcs, pending epochs then the scan from ``next``
+        up to ``settled``."""
+        while not state.time_up():
+            candidates = []
             for dc in dcs:
-                meta = MetadataKey(epoch, dc)
-                try:
-                    value = self._riak.get(*ns.metadata_location(meta)).value
-                    refs = parse_metadata(value, key=meta.format())
-                except NotFound:
+                cursor = self.cursors[dc]
+                checked = state.checked.setdefault(dc, set())
+                pending = [e for e in cursor.pending if e not in checked]
+                if pending:
+                    candidates.append((pending[0], dc))
+                elif cursor.next <= settled and len(cursor.pending) < MAX_PENDING:
+                    candidates.append((cursor.next, dc))
+            if not candidates:
+                return
+            epoch, dc = min(candidates)
+            cursor = self.cursors[dc]
+            outcome = self._visit(epoch, dc, state)
+            if outcome is _Outcome.OVER_BUDGET:
+                return
+            if epoch in cursor.pending:
+                state.checked[dc].add(epoch)
+                if outcome is not _Outcome.REPAIRING:
+                    cursor.pending.remove(epoch)
+            else:  # epoch == cursor.next: every pending one is older
+                if outcome is _Outcome.REPAIRING:
+                    cursor.pending.append(epoch)
+                    state.checked[dc].add(epoch)  # once a round
+                cursor.next = epoch + 1
+            self._save()
+
+    def _window(self, dcs: list[str], settled: int, newest: int, state: _Round) -> None:
+        """Phase 2: the epochs younger than ``settled``, newest first; the cursors do
+        not move (they confirm these epochs once settled)."""
+        for epoch in range(newest, settled, -1):
+            for dc in dcs:
+                if epoch < self.cursors[dc].next:
                     continue
-                except (RiakError, EventStoreError) as e:
-                    log.warning("auditor: epoch=%d dc=%s: metadata unreadable: %s", epoch, dc, e)
-                    continue
-                mine = [k.format() for k in map(meta.chunk_key, refs) if self.owned(k)]
-                if not mine:
-                    continue
-                if sent and sent + len(mine) > self.settings.audit_max_keys:
-                    self._resume_at = epoch  # the next round starts here
-                    log.info("auditor: cap of %d keys reached at epoch=%d", sent, epoch)
-                    return sent
-                self._post(epoch, dc, mine)
-                sent += len(mine)
-        return sent
+                if state.time_up() or self._visit(epoch, dc, state) is _Outcome.OVER_BUDGET:
+                    return
+
+    def _visit(self, epoch: int, dc: str, state: _Round) -> _Outcome:
+        """Check one epoch-dc (see the module docstring).
+
+        Raises:
+            _RoundEnds: the metadata or a result could not be read, or no answer.
+        """
+        ns = self.settings.namespaces
+        meta = MetadataKey(epoch, dc)
+        try:
+            value = self._riak.get(*ns.metadata_location(meta)).value
+        except NotFound:
+            state.visits += 1
+            return _Outcome.CONFIRMED
+        except RiakError as e:
+            log.warning(
+                "auditor: epoch=%d dc=%s: metadata unreadable, round ends here "
+                "(the cursor stays; tried again next round): %s",
+                epoch,
+                dc,
+                e,
+            )
+            raise _RoundEnds from e
+        state.visits += 1
+        try:
+            refs = parse_metadata(value, key=meta.format())
+        except EventStoreError as e:
+            log.error("auditor: epoch=%d dc=%s: metadata given up, not parseable: %s", epoch, dc, e)
+            self._count_given_up(dc, self.cursors[dc], 1)
+            return _Outcome.GIVEN_UP
+        mine = [k.format() for k in map(meta.chunk_key, refs) if self.owned(k)]
+        if not mine:
+            return _Outcome.CONFIRMED
+        if state.sent and state.sent + len(mine) > state.budget:
+            log.info("auditor: cap of %d keys reached at epoch=%d dc=%s", state.sent, epoch, dc)
+            return _Outcome.OVER_BUDGET
+        answer = self._post(epoch, dc, mine)
+        state.sent += len(mine)
+        if answer is None or answer.unreadable:
+            log.warning(
+                "auditor: epoch=%d dc=%s: results not all readable (%s), round ends here",
+                epoch,
+                dc,
+                answer,
+            )
+            raise _RoundEnds
+        return _Outcome.CONFIRMED if answer.complete else _Outcome.REPAIRING
+
+    def _save(self, *, force: bool = False) -> None:
+        now = time.monotonic()
+        if not force and now - self._saved_at < _SAVE_EVERY_S:
+            return
+        try:
+            self._file.save(self.cursors)
+        except OSError as e:  # the old file stays: epochs are visited again, not skipped
+            log.warning("auditor: cursors not saved to %s: %s", self._file.path, e)
+        self._saved_at = now
+
+    # -- the thread --------------------------------------------------------------------
 
     def start(self) -> Auditor:
         self._thread = threading.Thread(target=self._loop, name="companion-auditor", daemon=True)
@@ -202,7 +401,7 @@ class Auditor:
             try:
                 sent = self.run_once()
                 log.debug("auditor: %d owned keys checked", sent)
-            except Exception:  # the next round starts afresh; never end the thread
+            except Exception:  # the next round starts from the saved cursors
                 log.exception("auditor: round failed")
 
     def stop(self) -> None:
@@ -212,9 +411,10 @@ class Auditor:
 
 
 def http_post(host: str, port: int, *, timeout_s: float = 30.0) -> Post:
-    """A ``post`` that sends to a companion's ``/v1/audit`` over HTTP."""
+    """A ``post`` that sends to a companion's ``/v1/audit`` over HTTP; ``None`` when
+    it could not be sent or the answer is not a 200 with an audit answer."""
 
-    def post(epoch: int, dc: str, keys: list[str]) -> None:
+    def post(epoch: int, dc: str, keys: list[str]) -> AuditAnswer | None:
         connection = http.client.HTTPConnection(host, port, timeout=timeout_s)
         try:
             body = json.dumps({"epoch": epoch, "dc": dc, "keys": keys}).encode()
@@ -222,15 +422,19 @@ def http_post(host: str, port: int, *, timeout_s: float = 30.0) -> Post:
                 "POST", "/v1/audit", body=body, headers={"Content-Type": "application/json"}
             )
             response = connection.getresponse()
-            answer = response.read()
+            raw = response.read()
             if response.status != 200:
                 log.warning(
-                    "auditor: epoch=%d dc=%s: HTTP %d %r", epoch, dc, response.status, answer[:200]
+                    "auditor: epoch=%d dc=%s: HTTP %d %r", epoch, dc, response.status, raw[:200]
                 )
-            elif json.loads(answer).get("missing"):
-                log.info("auditor: epoch=%d dc=%s: %s", epoch, dc, answer.decode())
+                return None
+            answer = AuditAnswer.from_json(json.loads(raw))
+            if answer.missing:
+                log.info("auditor: epoch=%d dc=%s: %s", epoch, dc, raw.decode())
+            return answer
         except (OSError, http.client.HTTPException, ValueError) as e:
             log.warning("auditor: epoch=%d dc=%s: POST /v1/audit failed: %s", epoch, dc, e)
+            return None
         finally:
             connection.close()
 

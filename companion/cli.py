@@ -100,7 +100,14 @@ def serve(settings: CompanionSettings, lock: DirectoryLock) -> None:
         from companion.auditor import Auditor, http_post  # noqa: PLC0415
 
         host = "127.0.0.1" if settings.host in ("0.0.0.0", "::", "") else settings.host
-        auditor = Auditor(settings, settings.riak.client(), http_post(host, settings.port))
+        # The hook's work goes first: while the inbox holds a worker's queue or more,
+        # a round checks only audit_min_keys keys.
+        auditor = Auditor(
+            settings,
+            settings.riak.client(),
+            http_post(host, settings.port),
+            busy=lambda: inbox.depth() >= settings.queue_max,
+        )
         presence.append(auditor.start())
 
     def on_exit(server: Any) -> None:

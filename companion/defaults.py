@@ -116,3 +116,14 @@ ZK_HEALTH_INTERVAL_S = 10.0
 AUDIT_INTERVAL_S = 10.0
 AUDIT_LOOKBACK_S = 120
 AUDIT_MAX_KEYS = 2000
+#: Keys checked per round, at least, even while the inbox is busy (then the round is
+#: cut to this: the auditor yields to the hook's work but never stops progressing).
+AUDIT_MIN_KEYS = 200
+#: Most seconds one round spends (it stops between two epochs; at least one is visited).
+AUDIT_ROUND_MAX_S = 5.0
+#: Epochs older than this are given up by the persisted cursor, counted
+#: (``companion_audit_given_up_total``) and logged; far above any store outage, far
+#: below the buckets' expiry (days). ``audit_lookback_s`` is the window visited at
+#: every round (newest first); the cursor confirms each epoch once it is older, and a
+#: node without a cursor starts there.
+AUDIT_HORIZON_S = 3600

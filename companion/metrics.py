@@ -69,6 +69,20 @@ ZOOKEEPER_CONNECTED = Gauge(
     "1 while the node's ZooKeeper session is connected, 0 otherwise (absent: not configured)",
     multiprocess_mode="livemax",
 )
+# The master's auditor gives up epochs older than audit_horizon_s (never silently).
+AUDIT_GIVEN_UP = Counter(
+    "companion_audit_given_up_total",
+    "Epochs the auditor gave up (older than audit_horizon_s, or metadata never parseable)",
+    ["dc"],
+)
+# Read from the master's cursor file by the worker that answers the scrape.
+AUDIT_LAG = Gauge(
+    "companion_audit_lag_seconds",
+    "How far the auditor's cursor (oldest epoch not confirmed complete) is behind the "
+    "newest epoch it may audit, seconds (0: caught up)",
+    ["dc"],
+    multiprocess_mode="livemax",
+)
 STAGE_SECONDS = Histogram(
     "companion_chunk_stage_seconds",
     "Time of one chunk in each stage: wait (in the inbox), fetch, decode, sandbox, store",
@@ -145,6 +159,12 @@ def set_queue_depth(depth: int) -> None:
 
 def set_zookeeper_connected(connected: bool) -> None:
     ZOOKEEPER_CONNECTED.set(1 if connected else 0)
+
+
+def set_audit_lag(lags: dict[str, float]) -> None:
+    """``companion_audit_lag_seconds{dc}`` from the auditor's cursors (dc -> seconds)."""
+    for dc, lag_s in lags.items():
+        AUDIT_LAG.labels(dc).set(lag_s)
 
 
 def render(multiprocess_dir: Path | None = None) -> bytes:

@@ -32,6 +32,9 @@ See ``companion/example-config.toml``::
     audit_interval_s = 10.0          # 0: no auditor
     audit_lookback_s = 120
     audit_max_keys = 2000            # chunk keys checked per round, at most
+    audit_min_keys = 200             # ... at least, even while the inbox is busy
+    audit_round_max_s = 5.0          # seconds one round may take, at most
+    audit_horizon_s = 3600           # older epochs are given up (counted, logged)
     audit_dcs = ["dc1"]              # audited besides the dcs of received key groups
 
     [ring]                           # for the auditor: which chunks are this node's
@@ -108,6 +111,9 @@ class CompanionSettings:
     audit_interval_s: float = defaults.AUDIT_INTERVAL_S
     audit_lookback_s: int = defaults.AUDIT_LOOKBACK_S
     audit_max_keys: int = defaults.AUDIT_MAX_KEYS
+    audit_min_keys: int = defaults.AUDIT_MIN_KEYS
+    audit_round_max_s: float = defaults.AUDIT_ROUND_MAX_S
+    audit_horizon_s: int = defaults.AUDIT_HORIZON_S
     audit_dcs: tuple[str, ...] = ()
     ring_nodes: tuple[str, ...] = ()
     ring_size: int = 64
@@ -195,13 +201,16 @@ _COMPANION_KEYS = {
     "audit_interval_s",
     "audit_lookback_s",
     "audit_max_keys",
+    "audit_min_keys",
+    "audit_round_max_s",
+    "audit_horizon_s",
     "audit_dcs",
 }
 _POSITIVE_INTS = {"workers", "threads", "max_parallel", "queue_max", "disable_after"}
 _POSITIVE_INTS |= {"memory_cap_mb", "max_result_bytes_cap", "audit_lookback_s", "audit_max_keys"}
-_POSITIVE_INTS |= {"max_decoded_bytes"}
+_POSITIVE_INTS |= {"max_decoded_bytes", "audit_min_keys", "audit_horizon_s"}
 _POSITIVE_FLOATS = {"max_wait_s", "timeout_cap_s", "reload_interval_s", "status_interval_s"}
-_POSITIVE_FLOATS |= {"max_decoded_ratio"}
+_POSITIVE_FLOATS |= {"max_decoded_ratio", "audit_round_max_s"}
 
 
 def load(config: Path | None = None, **overrides: Any) -> CompanionSettings:
