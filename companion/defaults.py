@@ -31,9 +31,13 @@ ISOLATION: Final = "chunk"
 #: so the shared child of the others is never killed or held up because of it. False:
 #: every matching substream of a chunk runs in the shared child (the old scheduling).
 QUARANTINE = True
-#: Chunks that may wait for a quarantined substream's run, per worker; more are
-#: marked ``shed`` with a reason starting ``quarantined:``.
+#: Chunks that may wait for a failing substream's run, per worker; more are marked
+#: ``shed`` with a reason starting ``quarantined:``. Each holds the chunk's decoded events.
 QUARANTINE_DEPTH = 4
+#: A chunk thread waits this long at most (and never over half of ``max_wait_s``) for
+#: the first runs of plugins new to its worker: as long as a good one's run, as
+#: before, but a new plugin that hangs holds it only this long, once.
+QUARANTINE_NEW_WAIT_S = 1.0
 #: Ok runs in a row, apart, that bring back to the shared child a substream that
 #: failed in this worker (one ok run for a substream that never failed here).
 QUARANTINE_REJOIN_AFTER = 3

@@ -55,8 +55,18 @@ class DisabledSet:
         self._refresh()
         return dict(self._cache)
 
-    def is_disabled(self, name: str, version: str) -> bool:
-        """Whether this version of ``name`` is disabled on this node."""
+    def is_disabled(self, name: str, version: str, *, fresh: bool = False) -> bool:
+        """Whether this version of ``name`` is disabled on this node.
+
+        Args:
+            fresh: read its marker now (one small file) instead of the markers read at
+                most ``ttl_s`` ago: before a run that may cost a whole timeout.
+        """
+        if fresh:
+            with contextlib.suppress(OSError, ValueError):
+                marker = json.loads((self.directory / f"{name}.json").read_text())
+                return bool(marker.get("version") == version)
+            return False
         self._refresh()
         marker = self._cache.get(name)
         return marker is not None and marker.get("version") == version
@@ -94,6 +104,11 @@ class DisabledSet:
             tmp.write_text(json.dumps({"version": version, "count": count}))
             tmp.replace(path)
         return count
+
+    def has_failures(self, name: str) -> bool:
+        """Whether ``name`` failed since its last ok run on the node (any version,
+        any worker). One ``stat``, no lock: read on every chunk by the quarantine."""
+        return (self.directory / f"{name}.failures").exists()
 
     def clear_failures(self, name: str) -> None:
         """An ok run: the failures of ``name`` in a row start again from zero."""

@@ -10,31 +10,35 @@ Algorithm::
 
     submit(epoch, dc, keys):                    # from POST /v1/keys, never blocks
         for key in keys:                        # the inbox is the node's, shared by workers
-            inbox.put(Item(key, deadline=now + max_wait_s))  or  shed(key, "queue full")
+            inbox.put(Item(key, deadline=now + max_wait_s))
+                or shed(key, "overload: queue full")
         note dc for the auditor
     each of `threads` threads of every worker (the loop never ends but by stop()):
         item = inbox.get()                      # whichever thread is free takes it
-        if now > item.deadline: shed(item.key, "waited too long"); continue
+        if now > item.deadline: shed(item.key, "overload: waited over ..."); continue
         subs = substreams matching (type, subtype)   # an audit item: only those lacking
                                                      # a stored result
         disabled ones: result "error: disabled: on this node"
         blob = GET events/<key> from the local node; events = unpack_blob(blob)  # once
-        outcomes = sandbox.run_substreams(subs, events)        # forked child(ren), isolation
+        quarantine.py: the ones not trusted go to their lanes (own child each, one
+            chunk at a time, stored by the lane; a full lane: result
+            "shed: quarantined: ..."); new ones are waited for below, for a while
+        outcomes = sandbox.run_substreams(trusted, events)   # the shared child(ren)
             no pipe or fork (SandboxUnavailable): the runs not ended get "error: sandbox: ..."
         PUT substreams/<name>/<key> = ok value or marked failure, all at once (writer.py)
         count consecutive failures node-wide; disable at disable_after
-        anything else raised on the way: every result not yet written gets
-            "error: internal: <exception>"
-    shed(key, reason): a separate thread PUTs status "shed" for every matching enabled
-        substream and "error: disabled" for the disabled ones (bounded queue, one key
-        group fits; when even that is full, nothing is written and the auditor fills
-        the results later).
+        anything else raised on the way: every result not yet written (nor handed to a
+            lane) gets "error: internal: <exception>"
+    shed(key, reason): shedding.py's thread PUTs status "shed" for every matching
+        enabled substream and "error: disabled" for the disabled ones.
 
 Failure scenarios:
 1. A plugin misbehaves: contained by the sandbox; its result is marked; the others of
-   the same chunk are stored normally.
+   the same chunk are stored normally. From its first failure on it runs apart
+   (quarantine.py), so the shared child and the chunk thread no longer wait for it.
 2. Arrivals above capacity: the node's inbox fills; arrivals are shed at once and marked.
-3. A chunk waits longer than ``max_wait_s`` (slow plugins ahead of it): shed, marked.
+3. A chunk waits longer than ``max_wait_s`` (slow plugins ahead of it): shed, marked;
+   a quarantined run that waits as long for its lane: that result alone shed.
 4. The chunk cannot be read (404, checksum mismatch, not Sereal): every matching
    substream's result is marked ``error`` naming the cause.
 5. The sandbox cannot start a child (out of processes, descriptors or memory), or a
@@ -48,23 +52,22 @@ Failure scenarios:
 
 from __future__ import annotations
 
-import contextlib
 import logging
-import queue
 import threading
 import time
 from collections.abc import Callable, Sequence
 
 from companion import defaults
 from companion.auditor import SeenDcs
+from companion.chunks import decode_chunk, fetch_chunk
 from companion.disabled import DisabledSet
 from companion.errors import InputChunkUnreadable
 from companion.inbox import Inbox, InboxItem
+from companion.quarantine import LaneItem, Quarantine
 from companion.settings import CompanionSettings
+from companion.shedding import Shedder, disabled_value, shed_value
 from companion.signals import EngineSignals
 from companion.writer import ResultWriter, Write
-from eventstore.blob import unpack_blob
-from eventstore.errors import BlobTooLarge, EventStoreError
 from eventstore.names import ChunkKey
 from eventstore.riak import NotFound, RiakClient, RiakError
 from substreams.api import Context, Event, Substream
@@ -78,8 +81,6 @@ __all__ = ["Engine", "WorkItem"]
 
 #: One chunk waiting to be processed.
 WorkItem = InboxItem
-
-_STOP = None
 
 
 class _Laps:
@@ -140,11 +141,27 @@ class Engine:
         self._clock = clock
         self._owns_inbox = inbox is None
         self._inbox = inbox or Inbox(settings.queue_max)
-        # Shed keys are small; one full key group fits whatever the queue size.
-        self._shed_queue: queue.Queue[tuple[ChunkKey, str, bool] | None] = queue.Queue(
-            max(settings.queue_max * 16, defaults.MAX_KEYS)
-        )
         self._writer = ResultWriter(settings, riak, self.signals)
+        # Shed keys are small; one full key group fits whatever the queue size.
+        self._shedder = Shedder(
+            capacity=max(settings.queue_max * 16, defaults.MAX_KEYS),
+            candidates=self._candidates,
+            missing=self._missing,
+            disabled=self.disabled,
+            writer=self._writer,
+            signals=self.signals,
+        )
+        #: None when the ``quarantine`` setting is off (every plugin runs shared).
+        self.quarantine = (
+            Quarantine(
+                run=self._run_apart,
+                failing=self.disabled.has_failures,
+                depth=defaults.QUARANTINE_DEPTH,
+                rejoin_after=defaults.QUARANTINE_REJOIN_AFTER,
+            )
+            if settings.quarantine
+            else None
+        )
         self._plugins_lock = threading.Lock()
         self._stopping = threading.Event()
         self._threads: list[threading.Thread] = []
@@ -155,7 +172,7 @@ class Engine:
         """Load plugins and start the processing, shedding and reload threads."""
         self.reload()
         targets = [(f"companion-chunk-{i}", self._work) for i in range(self.settings.threads)]
-        targets += [("companion-shed", self._shed_work), ("companion-reload", self._reload_loop)]
+        targets += [("companion-shed", self._shedder.run), ("companion-reload", self._reload_loop)]
         for name, target in targets:
             thread = threading.Thread(target=target, name=name, daemon=True)
             thread.start()
@@ -170,11 +187,12 @@ class Engine:
             dropped = self._inbox.drain()
             if dropped:
                 log.warning("companion stopping: %d queued chunks not processed", dropped)
-        with contextlib.suppress(queue.Full):  # daemon threads; joined with a timeout
-            self._shed_queue.put_nowait(_STOP)
+        self._shedder.stop()
         deadline = time.monotonic() + timeout_s
         for thread in self._threads:
             thread.join(max(0.0, deadline - time.monotonic()))
+        if self.quarantine is not None:
+            self.quarantine.stop(max(0.0, deadline - time.monotonic()))
         self._writer.shutdown()
         if self._owns_inbox:
             self._inbox.close()
@@ -218,7 +236,7 @@ class Engine:
         now = self._clock()
         accepted = shed = 0
         for key in keys:
-            reason = "queue full"
+            reason = "overload: queue full"
             try:
                 item = WorkItem(key, now, now + self.settings.max_wait_s, audit)
                 admitted = self._inbox.put(item)
@@ -279,10 +297,7 @@ class Engine:
     def shed(self, key: ChunkKey, reason: str, *, audit: bool = False) -> None:
         """Mark ``key``'s results ``shed`` (asynchronously, bounded; when even the shed
         queue is full the chunk is left to the auditor)."""
-        try:
-            self._shed_queue.put_nowait((key, reason, audit))
-        except queue.Full:
-            self.signals.chunk_shed.send(key=key, substreams=(), reason=f"{reason}; not marked")
+        self._shedder.shed(key, reason, audit=audit)
 
     # -- processing --------------------------------------------------------------------
 
@@ -312,37 +327,50 @@ class Engine:
                 continue
             try:
                 if self._clock() > item.deadline:
-                    reason = f"waited over {self.settings.max_wait_s}s"
+                    reason = f"overload: waited over {self.settings.max_wait_s}s"
                     self.shed(item.key, reason, audit=item.audit)
                     continue
-                self.process(item.key, arrived=item.arrived, audit=item.audit)
+                self.process(
+                    item.key, arrived=item.arrived, deadline=item.deadline, audit=item.audit
+                )
             except Exception:
                 log.exception("companion: key=%s: processing failed", item.key)
 
     def process(
-        self, key: ChunkKey, *, arrived: float | None = None, audit: bool = False
+        self,
+        key: ChunkKey,
+        *,
+        arrived: float | None = None,
+        deadline: float | None = None,
+        audit: bool = False,
     ) -> list[tuple[Substream, Outcome]]:
         """Fetch, decode once, run every matching substream sandboxed, store results.
 
+        The trusted substreams run in the shared child(ren) here; each quarantined one
+        is handed to its lane (companion/quarantine.py), which runs and stores it later.
         Whatever fails inside (the sandbox cannot fork, memory, a bug), every matching
-        substream ends with a stored result: the ones not yet written get ``error``
-        naming the cause.
+        substream ends with a stored result: the ones not yet written (nor handed to a
+        lane) get ``error`` naming the cause.
 
         Args:
             key: the chunk.
             arrived: when its key group arrived (clock time), for the wait stage.
+            deadline: a quarantined run must start before this (clock time); default
+                ``max_wait_s`` from now.
             audit: only the substreams without a stored result are run and written.
 
         Returns:
-            Each substream run with its outcome (empty when none matched, the chunk
-            was unreadable or processing failed).
+            Each substream run here with its outcome (empty when none matched, the
+            chunk was unreadable or processing failed); not the quarantined runs.
         """
         candidates = self._candidates(key)
         if audit:
             candidates = self._missing(key, candidates)
         written: set[str] = set()
+        if deadline is None:
+            deadline = self._clock() + self.settings.max_wait_s
         try:
-            return self._process(key, candidates, written, arrived)
+            return self._process(key, candidates, written, arrived, (deadline, audit))
         except Exception as e:
             cause = f"internal: {type(e).__name__}: {e}"
             log.exception(
@@ -357,6 +385,7 @@ class Engine:
         candidates: list[Substream],
         written: set[str],
         arrived: float | None,
+        lane: tuple[float, bool],
     ) -> list[tuple[Substream, Outcome]]:
         laps = _Laps(self._clock)
         subs = []
@@ -364,16 +393,16 @@ class Engine:
         for sub in candidates:
             if self.disabled.is_disabled(sub.name, sub.version):
                 # A marked result, so consumers fall back at once instead of waiting.
-                skipped.append((sub, _disabled_value(sub), "error"))
+                skipped.append((sub, disabled_value(sub), "error"))
             else:
                 subs.append(sub)
         if not subs:
             self._writer.store_all(key, skipped, written)
             return []
         try:
-            blob = self._fetch_chunk(key)
+            blob = fetch_chunk(self.riak, self.settings.namespaces, key)
             laps.lap("fetch")
-            events = self._decode_chunk(key, blob)
+            events = decode_chunk(key, blob, self.settings.decode_limits)
         except InputChunkUnreadable as e:
             self.signals.chunk_unreadable.send(key=key, error=str(e))
             log.warning(
@@ -385,18 +414,22 @@ class Engine:
             self._writer.store_all(key, skipped + failed, written)
             return []
         laps.lap("decode")
+        subs, waits, refused = self._hand_off(key, subs, events, lane, written)
+        skipped += refused
         lost_cause = ""
         try:
-            outcomes: list[Outcome | None] = list(
-                run_substreams(
-                    subs,
-                    events,
-                    Context.of(key),
-                    cap=self.settings.cap,
-                    max_parallel=self.settings.max_parallel,
-                    isolation=self.settings.isolation,
+            outcomes: list[Outcome | None] = []
+            if subs:
+                outcomes = list(
+                    run_substreams(
+                        subs,
+                        events,
+                        Context.of(key),
+                        cap=self.settings.cap,
+                        max_parallel=self.settings.max_parallel,
+                        isolation=self.settings.isolation,
+                    )
                 )
-            )
         except SandboxUnavailable as e:  # no pipe or no process: not the plugins' fault
             outcomes = list(e.outcomes) or [None] * len(subs)
             lost_cause = str(e)
@@ -411,35 +444,133 @@ class Engine:
         if lost:
             self._signal_failed(key, lost, lost_cause, "sandbox")
         for sub, outcome in done:
-            self.signals.run_finished.send(
-                substream=sub.name,
-                version=sub.version,
-                key=key,
-                kind=outcome.kind,
-                status=outcome.status,
-                wall_s=outcome.wall_s,
-                cpu_s=outcome.cpu_s,
-                error=outcome.error,
-            )
-            if not outcome.ok:
-                log.warning(
-                    "companion: epoch=%d dc=%s key=%s substream=%s: %s",
-                    key.epoch,
-                    key.dc,
-                    key,
-                    sub.name,
-                    outcome.error,
-                )
+            self._signal_run(key, sub, outcome)
         writers_cpu_s = self._writer.finish(pending)
         for sub, outcome in done:  # a sandbox failure is not the plugin's: not counted
             self._track(sub, outcome)
         laps.lap("store", extra_cpu_s=writers_cpu_s)
+        # The first runs of plugins new to this worker, in their lanes: waited for as
+        # a run here would be, but at most new_wait_s (quarantine.py).
+        until = laps.started + min(defaults.QUARANTINE_NEW_WAIT_S, self.settings.max_wait_s / 2)
+        for item in waits:
+            item.done.wait(max(0.0, until - self._clock()))
         laps.wall["wait"] = laps.started - arrived if arrived is not None else 0.0
         laps.cpu["plugins"] = sum(o.cpu_s for _, o in done)
         self.signals.chunk_processed.send(
             key=key, runs=len(done), stages=laps.wall, stages_cpu=laps.cpu
         )
         return done
+
+    def _hand_off(
+        self,
+        key: ChunkKey,
+        subs: list[Substream],
+        events: list[Event],
+        lane: tuple[float, bool],
+        written: set[str],
+    ) -> tuple[list[Substream], list[LaneItem], list[Write]]:
+        """Give each substream of ``subs`` that is not trusted to its lane
+        (companion/quarantine.py).
+
+        Returns:
+            The substreams to run here (trusted, or their lane could not start a
+            thread), the lane items of those new here (to wait for a while), and the
+            ``shed`` results of those whose lane is full.
+        """
+        if self.quarantine is None:
+            return subs, [], []
+        deadline, audit = lane
+        here: list[Substream] = []
+        waits: list[LaneItem] = []
+        refused: list[Write] = []
+        for sub in subs:
+            if self.quarantine.trusted(sub):
+                here.append(sub)
+                continue
+            item = LaneItem(sub, key, events, deadline, audit)
+            new = not self.quarantine.failed(sub)
+            verdict = self.quarantine.submit(item)
+            if verdict is None:
+                written.add(sub.name)  # the lane stores it
+                if new:
+                    waits.append(item)
+            elif verdict == "no thread":
+                here.append(sub)  # out of threads: run it with the others, as before
+            else:
+                reason = (
+                    f"quarantined: {sub.name} runs apart, one chunk at a time, since it is "
+                    "new here or failed recently; its queue of chunks is full"
+                )
+                refused.append((sub, shed_value(sub, reason), "shed"))
+                self._signal_shed(key, sub, reason)
+        return here, waits, refused
+
+    def _run_apart(self, item: LaneItem) -> None:
+        """A lane's run of one substream on one chunk: its own child (at a lower
+        priority once the substream has failed); stored, signalled and counted as a run
+        in the chunk thread is."""
+        sub, key = item.sub, item.key
+        if self.disabled.is_disabled(sub.name, sub.version, fresh=True):  # while it waited
+            self._writer.store_all(key, [(sub, disabled_value(sub), "error")])
+            return
+        # Not before it failed: on a busy machine a new plugin's first run would wait
+        # behind everything, and a good one stay in quarantine meanwhile.
+        failed = self.quarantine is not None and self.quarantine.failed(sub)
+        if self._clock() > item.deadline:
+            reason = (
+                f"quarantined: {sub.name} runs apart, one chunk at a time, since it is new "
+                f"here or failed recently; this chunk waited over {self.settings.max_wait_s}s "
+                "for its turn"
+            )
+            self._writer.store_all(key, [(sub, shed_value(sub, reason), "shed")])
+            self._signal_shed(key, sub, reason)
+            return
+        try:
+            (outcome,) = run_substreams(
+                [sub],
+                item.events,
+                Context.of(key),
+                cap=self.settings.cap,
+                isolation="substream",
+                nice=defaults.QUARANTINE_NICE if failed else 0,
+            )
+        except SandboxUnavailable as e:  # not the plugin's fault: not counted
+            # Counted as the chunk's failure, as in the chunk thread: its result of
+            # this substream is marked for a cause of the companion's.
+            self._fail(key, [sub], str(e), "sandbox")
+            return
+        except Exception as e:
+            log.exception("companion: key=%s substream=%s: quarantined run failed", key, sub.name)
+            self._fail(key, [sub], f"internal: {type(e).__name__}: {e}", "internal")
+            return
+        item.events = []  # freed while the result is stored
+        self._writer.store_all(key, [(sub, stored_value(sub, outcome), outcome.status)])
+        self._signal_run(key, sub, outcome)
+        self._track(sub, outcome)
+
+    def _signal_shed(self, key: ChunkKey, sub: Substream, reason: str) -> None:
+        """One substream's result of a chunk shed (not the whole chunk's)."""
+        self.signals.run_finished.send(
+            substream=sub.name, version=sub.version, key=key, kind="shed", status="shed",
+            wall_s=0.0, cpu_s=0.0, error=f"shed: {reason}",
+        )  # fmt: skip
+
+    def _signal_run(self, key: ChunkKey, sub: Substream, outcome: Outcome) -> None:
+        self.signals.run_finished.send(
+            substream=sub.name,
+            version=sub.version,
+            key=key,
+            kind=outcome.kind,
+            status=outcome.status,
+            wall_s=outcome.wall_s,
+            cpu_s=outcome.cpu_s,
+            error=outcome.error,
+        )
+        if not outcome.ok:
+            log.warning(
+                "companion: epoch=%d dc=%s key=%s substream=%s: %s",
+                *(key.epoch, key.dc, key, sub.name, outcome.error),
+            )
 
     def _fail(self, key: ChunkKey, subs: Sequence[Substream], cause: str, kind: str) -> None:
         """Store an ``error`` result naming ``cause`` for each of ``subs``."""
@@ -463,44 +594,15 @@ class Engine:
         self.signals.chunk_failed.send(key=key, substreams=[s.name for s in subs], error=cause)
         for sub in subs:
             self.signals.run_finished.send(
-                substream=sub.name,
-                version=sub.version,
-                key=key,
-                kind=kind,
-                status="error",
-                wall_s=0.0,
-                cpu_s=0.0,
-                error=cause,
-            )
-
-    def _fetch_chunk(self, key: ChunkKey) -> bytes:
-        ns = self.settings.namespaces
-        try:
-            return self.riak.get(*ns.chunk_location(key)).value
-        except NotFound as e:
-            raise InputChunkUnreadable(f"chunk_unreadable: {key} not found") from e
-        except RiakError as e:
-            raise InputChunkUnreadable(f"chunk_unreadable: {key} could not be read: {e}") from e
-
-    def _decode_chunk(self, key: ChunkKey, blob: bytes) -> list[Event]:
-        try:
-            events = unpack_blob(blob, key=key.format(), limits=self.settings.decode_limits)
-        except BlobTooLarge as e:
-            # Refused before decompressing (companion/DESIGN.md, "Bounded decoding"):
-            # an error result whose text starts with "too_large:" for every substream.
-            raise InputChunkUnreadable(f"too_large: {e}") from e
-        except EventStoreError as e:
-            raise InputChunkUnreadable(f"chunk_unreadable: {e}") from e
-        if not isinstance(events, list):
-            raise InputChunkUnreadable(
-                f"chunk_unreadable: {key} holds a {type(events).__name__}, not an array of events"
-            )
-        # Elements are whatever the producers sent; plugins treat them defensively
-        # (substreams.helpers), so they are passed on as they are.
-        return events
+                substream=sub.name, version=sub.version, key=key, kind=kind, status="error",
+                wall_s=0.0, cpu_s=0.0, error=cause,
+            )  # fmt: skip
 
     def _track(self, sub: Substream, outcome: Outcome) -> None:
-        """Count consecutive failures node-wide (every worker shares the count)."""
+        """Count consecutive failures node-wide (every worker shares the count), and
+        tell the quarantine."""
+        if self.quarantine is not None:
+            self.quarantine.note(sub, outcome.ok)
         if outcome.ok:
             self.disabled.clear_failures(sub.name)
             return
@@ -512,38 +614,3 @@ class Engine:
             return  # another worker disabled it first
         self.signals.substream_disabled.send(substream=sub.name, version=sub.version, reason=reason)
         log.error("companion: substream=%s version=%s disabled: %s", sub.name, sub.version, reason)
-
-    def _shed_work(self) -> None:
-        while True:
-            item = self._shed_queue.get()
-            if item is _STOP:
-                return
-            key, reason, audit = item
-            try:
-                self._mark_shed(key, reason, audit=audit)
-            except Exception:  # never end the thread; the auditor covers this chunk
-                log.exception("companion: key=%s: marking shed failed", key)
-
-    def _mark_shed(self, key: ChunkKey, reason: str, *, audit: bool) -> None:
-        """Store ``shed`` for each matching substream (``error: disabled`` for the
-        disabled ones, as when processed; only the missing ones for the auditor's)."""
-        candidates = self._candidates(key)
-        if audit:
-            candidates = self._missing(key, candidates)
-        writes: list[Write] = []
-        shed: list[str] = []
-        for sub in candidates:
-            if self.disabled.is_disabled(sub.name, sub.version):
-                writes.append((sub, _disabled_value(sub), "error"))
-            else:
-                writes.append(
-                    (sub, error_value("shed", sub.name, sub.version, f"shed: {reason}"), "shed")
-                )
-                shed.append(sub.name)
-        self._writer.store_all(key, writes)
-        self.signals.chunk_shed.send(key=key, substreams=shed, reason=reason)
-
-
-def _disabled_value(sub: Substream) -> bytes:
-    """The result of a substream disabled on this node: ``error``, so consumers fall back."""
-    return error_value("error", sub.name, sub.version, "disabled: on this node")

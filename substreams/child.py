@@ -153,10 +153,15 @@ def _traceback_summary(e: BaseException) -> str:
 Job = tuple[str, Callable[[], bytes], Limits]
 
 
-def _child_setup(jobs: list[tuple[int, Job]], write_fd: int, syscalls: Program | None) -> None:
+def _child_setup(
+    jobs: list[tuple[int, Job]], write_fd: int, syscalls: Program | None, nice: int
+) -> None:
     global _statm_fd
     os.setpgid(0, 0)
     _die_with_parent()
+    if nice:
+        with contextlib.suppress(OSError):  # a lower priority is a courtesy, not a limit
+            os.nice(nice)
     for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGQUIT, signal.SIGHUP):
         signal.signal(signum, signal.SIG_DFL)
     for signum in (signal.SIGUSR1, signal.SIGUSR2, signal.SIGCHLD, signal.SIGWINCH):
@@ -207,18 +212,21 @@ def _run_job(target: Callable[[], bytes], limits: Limits) -> tuple[Kind, bytes]:
         return "exception", _traceback_summary(e).encode(errors="replace")
 
 
-def child_main(jobs: list[tuple[int, Job]], write_fd: int, syscalls: Program | None = None) -> None:
+def child_main(
+    jobs: list[tuple[int, Job]], write_fd: int, syscalls: Program | None = None, nice: int = 0
+) -> None:
     """Runs in the forked child: each job in turn; never returns.
 
     Args:
         jobs: (index, job) to run in turn.
         write_fd: the result pipe.
         syscalls: the seccomp filter to load before the first job (None: none).
+        nice: added to the child's nice value (0: none).
     """
     global _platform_active
     try:
         _platform_active = True
-        _child_setup(jobs, write_fd, syscalls)
+        _child_setup(jobs, write_fd, syscalls, nice)
     except BaseException:
         os._exit(EXIT_INTERNAL)
     hard = resource.getrlimit(resource.RLIMIT_AS)[1]

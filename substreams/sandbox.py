@@ -172,7 +172,7 @@ class _Child:
         return max(lim.max_result_bytes for lim in self.limits.values()) + 65536
 
 
-def _spawn(jobs: list[tuple[int, Job]], syscall_filter: bool = True) -> _Child:
+def _spawn(jobs: list[tuple[int, Job]], syscall_filter: bool = True, nice: int = 0) -> _Child:
     syscalls = program() if syscall_filter else None  # compiled once, before any fork
     try:
         read_fd, write_fd = os.pipe()
@@ -187,7 +187,7 @@ def _spawn(jobs: list[tuple[int, Job]], syscall_filter: bool = True) -> _Child:
         raise SandboxUnavailable(f"sandbox: fork failed: {e}") from e
     if pid == 0:  # pragma: no cover - the child never returns
         os.close(read_fd)
-        child_main(jobs, write_fd, syscalls)
+        child_main(jobs, write_fd, syscalls, nice)
     os.close(write_fd)
     # Also set the group from the parent: whichever runs first, the group exists
     # before the parent might need to kill it.
@@ -335,6 +335,7 @@ def run_in_child(
     max_parallel: int = 4,
     isolation: Isolation = "substream",
     syscall_filter: bool = True,
+    nice: int = 0,
 ) -> list[Outcome]:
     """Run each job's target in a forked, limited child.
 
@@ -351,6 +352,8 @@ def run_in_child(
             after it run in a new one.
         syscall_filter: load the seccomp filter in each child
             (:mod:`substreams.syscall_filter`; where available). Off only to measure it.
+        nice: added to each child's nice value before its first job (0: as the
+            caller): a run that may hog the CPU yields it to the caller's other work.
 
     Returns:
         One outcome per job, in order.
@@ -371,7 +374,7 @@ def run_in_child(
         while pending or running:
             while pending and len(running) < max(1, max_parallel):
                 try:
-                    child = _spawn(pending.pop(0), syscall_filter)
+                    child = _spawn(pending.pop(0), syscall_filter, nice)
                 except SandboxUnavailable as e:
                     e.outcomes = list(outcomes)
                     raise
@@ -461,6 +464,7 @@ def run_substreams(
     max_parallel: int = 4,
     isolation: Isolation = "substream",
     syscall_filter: bool = True,
+    nice: int = 0,
 ) -> list[Outcome]:
     """Run substreams on one chunk's decoded events in limited children.
 
@@ -473,6 +477,7 @@ def run_substreams(
         isolation: one child per substream, or one per chunk (see :func:`run_in_child`);
             with ``"chunk"`` each substream gets its own shallow copy of the list (the
             event dicts are shared: read-only by contract).
+        nice: see :func:`run_in_child`.
 
     Returns:
         One outcome per substream, in order; ``payload`` of an ok outcome is the value
@@ -487,7 +492,11 @@ def run_substreams(
         for s in substreams
     ]
     return run_in_child(
-        jobs, max_parallel=max_parallel, isolation=isolation, syscall_filter=syscall_filter
+        jobs,
+        max_parallel=max_parallel,
+        isolation=isolation,
+        syscall_filter=syscall_filter,
+        nice=nice,
     )
 
 
