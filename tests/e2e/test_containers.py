@@ -302,3 +302,23 @@ def test_events_acknowledged_while_the_node_is_down_arrive_once_it_is_back(
             timeout_s=120,
         )
     assert found == {dc: 200 for dc in DCS}
+
+
+def test_the_cluster_command_reports_every_service_and_refuses_an_unknown_one(
+    cluster: Cluster,
+) -> None:
+    """`riak-events cluster status|kill` on the running cluster (DOCKER_HOST as set above)."""
+    from click.testing import CliRunner
+
+    from eventstore.cli import main
+
+    project = cluster.topology.project
+    status = CliRunner().invoke(main, ["cluster", "status", "--project", project])
+    assert status.exit_code == 0, status.output
+    rows = {line.split()[0]: line.split()[1:] for line in status.output.splitlines()}
+    assert set(rows) == {s.name for s in cluster.topology.services}
+    # The drills above restarted what they killed: everything runs and answers again.
+    assert all(row[:2] == ["running", "healthy"] for row in rows.values()), status.output
+    unknown = CliRunner().invoke(main, ["cluster", "kill", "--project", project, "riak9"])
+    assert unknown.exit_code == 1
+    assert "no service 'riak9' in this cluster; services: companion1" in unknown.output
