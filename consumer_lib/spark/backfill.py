@@ -22,19 +22,37 @@ is :func:`substreams.overwrite.decide`.
 Failure semantics: each result is committed by its PUT; a task that dies leaves the
 results it stored, and a re-run keeps them (same version) and does the rest. A chunk
 that cannot be read is counted ``unreadable`` and gets no result (the consumer falls
-back for it); a plugin failing is stored as the companion stores it (marked). The
-rate limit is the job's: each of the ``parallelism`` tasks paces itself at
-``max_chunks_per_s / parallelism``; kept chunks (one small GET) are not paced.
+back for it); a plugin failing is stored as the companion stores it (marked).
+
+Scheduling, rate limit and progress: the slices are grouped into *units* (at most
+``UNITS_PER_TASK`` per task), and ``tasks`` driver threads (*slots*) each run one unit
+at a time as a Spark job of one task, taking the next unit when it ends. So at most
+``tasks`` tasks run at once, whatever the cluster's free cores, and each paces itself at
+``max_chunks_per_s / tasks``: the job never exceeds the limit. A slot carries its pacing
+across units (a unit returns how long until its next chunk is due, the next one waits
+that long first), so a unit boundary is not a burst. Kept chunks (one small GET) are not
+paced. Accumulators reach the driver only when a task ends, and so do a unit's counts:
+after each unit the driver reports chunks done of the total (counted beforehand from
+the metadata, by a Spark job of ``tasks`` tasks, only when progress is asked for), the
+rate and the time left.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import functools
+import itertools
+import logging
+import queue
+import threading
 import time
+import uuid
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from pyspark import InheritableThread, SparkContext
 from pyspark.sql import SparkSession
 
 from consumer_lib.plugins import PluginCatalog
@@ -48,10 +66,15 @@ from substreams.overwrite import decide
 from substreams.results import ResultRecord, read_result
 from substreams.sandbox import run_substreams, stored_value
 
-__all__ = ["BackfillPlan", "Pacer", "backfill"]
+__all__ = ["BackfillPlan", "BackfillProgress", "Pacer", "backfill"]
 
-#: Epochs per unit of work handed to a task.
+log = logging.getLogger(__name__)
+
+#: Epochs whose metadata a task fetches at once.
 EPOCHS_PER_SLICE = 60
+#: Most units (Spark jobs of one task) per task slot: more give finer progress and let
+#: a slot that drew sparse epochs take more work; each costs a job's overhead (~0.1 s).
+UNITS_PER_TASK = 16
 
 
 @dataclass(frozen=True)
@@ -67,6 +90,53 @@ class BackfillPlan:
     chunks_per_s: float  # this task's share; 0: unlimited
     timeout_s: float = 30.0
     replace_version: bool = False
+    first_after_s: float = 0.0  # the slot's previous unit's pacing debt
+
+
+@dataclass(frozen=True)
+class BackfillProgress:
+    """Where a backfill stands, reported after each unit.
+
+    Attributes:
+        done: chunks handled so far (stored, failed, kept, other_version, unreadable).
+        total: chunks the plugin reads in the range, counted from the metadata before
+            the run (chunks listed meanwhile can make ``done`` pass it).
+        elapsed_s: seconds since the run started (the count excluded).
+    """
+
+    done: int
+    total: int
+    elapsed_s: float
+
+    @property
+    def rate_per_s(self) -> float:
+        """Chunks per second so far."""
+        return self.done / self.elapsed_s if self.elapsed_s > 0 else 0.0
+
+    @property
+    def eta_s(self) -> float | None:
+        """Seconds left at the rate so far; None before there is a rate."""
+        left = max(0, self.total - self.done)
+        if not left:
+            return 0.0
+        rate = self.rate_per_s
+        return left / rate if rate else None
+
+    def __str__(self) -> str:
+        eta = self.eta_s
+        return (
+            f"{self.done}/{max(self.total, self.done)} chunks, {self.rate_per_s:.1f} chunks/s, "
+            f"ETA {'?' if eta is None else _duration(eta)}"
+        )
+
+
+def _duration(seconds: float) -> str:
+    s = round(seconds)
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m{s % 60:02d}s"
+    return f"{s // 3600}h{s % 3600 // 60:02d}m"
 
 
 class Pacer:
@@ -75,6 +145,8 @@ class Pacer:
     Args:
         rate: calls per second.
         clock, sleep: monotonic clock and sleep, injected for tests.
+        first_after_s: the first call waits this long (an earlier pacer's
+            :meth:`owed_s`, so that a run continued by a new pacer keeps the rate).
     """
 
     def __init__(
@@ -82,11 +154,16 @@ class Pacer:
         rate: float,
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], None] = time.sleep,
+        first_after_s: float = 0.0,
     ) -> None:
         self.interval = 0.0 if rate <= 0 else 1.0 / rate
         self._clock = clock
         self._sleep = sleep
-        self.next = clock()
+        self.next = clock() + (first_after_s if self.interval else 0.0)
+
+    def owed_s(self) -> float:
+        """Seconds until the next call is allowed (0 if it is now)."""
+        return max(0.0, self.next - self._clock())
 
     def wait(self) -> None:
         """Return when the next call is allowed."""
@@ -123,8 +200,43 @@ def _stored(riak: RiakClient, plugin: Substream, key: ChunkKey) -> ResultRecord 
         return None
 
 
-def run_slices(plan: BackfillPlan, slices: Iterable[tuple[int, int]]) -> Iterator[dict[str, int]]:
-    """A task's work: the slices' chunks (see the module docstring); yields its counts.
+def _chunks(
+    riak: RiakClient, plugin: Substream, dcs: Sequence[str], slices: Iterable[tuple[int, int]]
+) -> Iterator[ChunkKey]:
+    """The chunks of ``slices`` the plugin reads, from the metadata (one multi_get per
+    slice)."""
+    ns = DEFAULT_NAMESPACES
+    for start, stop in slices:
+        metas = [MetadataKey(e, dc) for e in range(start, stop) for dc in dcs]
+        found = riak.multi_get(ns.epochs_bucket_type, ns.epochs_bucket, [m.format() for m in metas])
+        for meta in metas:
+            obj = found.get(meta.format())
+            if obj is None:
+                continue
+            for ref in parse_metadata(obj.value, key=meta.format()):
+                if plugin.matches(ref.type, ref.subtype):
+                    yield meta.chunk_key(ref)
+
+
+def count_slices(plan: BackfillPlan, slices: Iterable[tuple[int, int]]) -> Iterator[int]:
+    """A counting task: yields how many chunks of ``slices`` the plugin reads.
+
+    Raises:
+        as :func:`run_slices`.
+    """
+    plugin, catalog = _load(plan)
+    try:
+        with RiakClient(list(plan.nodes), timeout_s=plan.timeout_s) as riak:
+            yield sum(1 for _ in _chunks(riak, plugin, plan.dcs, slices))
+    finally:
+        catalog.close()
+
+
+def run_slices(
+    plan: BackfillPlan, slices: Iterable[tuple[int, int]]
+) -> Iterator[tuple[dict[str, int], float]]:
+    """A task's work: the slices' chunks (see the module docstring); yields its counts
+    and the seconds until its pacer would allow the next chunk.
 
     Raises:
         PluginNotFound: the plugin is not found on the executor.
@@ -133,26 +245,14 @@ def run_slices(plan: BackfillPlan, slices: Iterable[tuple[int, int]]) -> Iterato
     """
     plugin, catalog = _load(plan)
     counts: Counter[str] = Counter()
-    pacer = Pacer(plan.chunks_per_s)
-    ns = DEFAULT_NAMESPACES
+    pacer = Pacer(plan.chunks_per_s, first_after_s=plan.first_after_s)
     try:
         with RiakClient(list(plan.nodes), timeout_s=plan.timeout_s) as riak:
-            for start, stop in slices:
-                metas = [MetadataKey(e, dc) for e in range(start, stop) for dc in plan.dcs]
-                found = riak.multi_get(
-                    ns.epochs_bucket_type, ns.epochs_bucket, [m.format() for m in metas]
-                )
-                for meta in metas:
-                    obj = found.get(meta.format())
-                    if obj is None:
-                        continue
-                    for ref in parse_metadata(obj.value, key=meta.format()):
-                        if plugin.matches(ref.type, ref.subtype):
-                            key = meta.chunk_key(ref)
-                            counts[_one(riak, plugin, key, pacer, plan.replace_version)] += 1
+            for key in _chunks(riak, plugin, plan.dcs, slices):
+                counts[_one(riak, plugin, key, pacer, plan.replace_version)] += 1
     finally:
         catalog.close()
-    yield dict(counts)
+    yield dict(counts), pacer.owed_s()
 
 
 def _one(
@@ -191,6 +291,7 @@ def backfill(
     max_chunks_per_s: float = 50.0,
     parallelism: int | None = None,
     replace_version: bool = False,
+    progress: Callable[[BackfillProgress], None] | None = None,
 ) -> dict[str, int]:
     """Run ``substream`` over ``[start, end)`` of ``dcs`` (see the module docstring).
 
@@ -203,9 +304,13 @@ def backfill(
         start, end: epochs, end exclusive.
         plugin_dirs, entry_points: where the plugin is found (as the companion).
         max_chunks_per_s: chunks run per second for the whole job (0: unlimited).
-        parallelism: Spark tasks (default: the session's default parallelism).
+        parallelism: Spark tasks running at once (default: the session's default
+            parallelism).
         replace_version: overwrite stored results of another plugin version (else
             they are kept and counted ``other_version``).
+        progress: called on the driver once the chunks are counted (``done`` 0) and
+            after each unit; None: no count is made (it reads the range's metadata
+            once more).
 
     Returns:
         Counts: ``chunks``, ``stored``, ``failed`` (stored as a marked failure),
@@ -226,8 +331,9 @@ def backfill(
         version = catalog.get(substream).version
     finally:
         catalog.close()
+    sc = spark.sparkContext
     slices = [(s, min(s + EPOCHS_PER_SLICE, end)) for s in range(start, end, EPOCHS_PER_SLICE)]
-    tasks = max(1, min(parallelism or spark.sparkContext.defaultParallelism, len(slices)))
+    tasks = max(1, min(parallelism or sc.defaultParallelism, len(slices)))
     plan = BackfillPlan(
         tuple(nodes),
         tuple(dcs),
@@ -240,10 +346,97 @@ def backfill(
     )
     totals: Counter[str] = Counter()
     if slices:
-        rdd = spark.sparkContext.parallelize(slices, tasks)
-        for counts in rdd.mapPartitions(lambda it: run_slices(plan, it)).collect():
-            totals.update(counts)
+        on_unit: Callable[[dict[str, int]], None] = lambda counts: None  # noqa: E731
+        if progress is not None:
+            on_unit = _reporter(progress, _count(sc, plan, slices, tasks))
+        totals = _run_units(sc, plan, units(slices, tasks * UNITS_PER_TASK), tasks, on_unit)
     result = {k: totals.get(k, 0) for k in ("stored", "failed", "kept", "unreadable")}
     result["chunks"] = sum(result.values()) + totals.get("other_version", 0)
     result["other_version"] = totals.get("other_version", 0)
     return result
+
+
+def units(slices: Sequence[tuple[int, int]], most: int) -> list[list[tuple[int, int]]]:
+    """``slices`` in at most ``most`` runs of consecutive slices, sizes differing by at
+    most one slice."""
+    count = min(len(slices), max(1, most))
+    bounds = [len(slices) * i // count for i in range(count + 1)]
+    return [list(slices[a:b]) for a, b in itertools.pairwise(bounds)]
+
+
+def _count(sc: SparkContext, plan: BackfillPlan, slices: list[tuple[int, int]], tasks: int) -> int:
+    """The chunks the plugin reads in ``slices`` (metadata only, ``tasks`` tasks)."""
+    rdd = sc.parallelize(slices, tasks)
+    return int(sum(rdd.mapPartitions(lambda it: count_slices(plan, it)).collect()))
+
+
+def _reporter(
+    progress: Callable[[BackfillProgress], None], total: int
+) -> Callable[[dict[str, int]], None]:
+    """Reports ``done`` 0 of ``total`` now, and returns what adds a unit's counts and
+    reports again."""
+    began = time.monotonic()
+    done = 0
+    progress(BackfillProgress(0, total, 0.0))
+
+    def on_unit(counts: dict[str, int]) -> None:
+        nonlocal done
+        done += sum(counts.values())
+        progress(BackfillProgress(done, total, time.monotonic() - began))
+
+    return on_unit
+
+
+def _run_units(
+    sc: SparkContext,
+    plan: BackfillPlan,
+    work: list[list[tuple[int, int]]],
+    tasks: int,
+    on_unit: Callable[[dict[str, int]], None],
+) -> Counter[str]:
+    """Run the units on ``tasks`` slots (see the module docstring); returns the summed
+    counts. The first failed unit stops the slots, cancels the running units' jobs and
+    is raised."""
+    todo: queue.SimpleQueue[list[tuple[int, int]]] = queue.SimpleQueue()
+    for unit in work:
+        todo.put(unit)
+    outcomes: queue.SimpleQueue[dict[str, int] | Exception] = queue.SimpleQueue()
+    stop = threading.Event()
+    group = f"riak-events-backfill-{uuid.uuid4().hex}"
+
+    def slot() -> None:
+        # Job groups are per thread (pyspark's pinned threads): one to cancel on failure.
+        sc.setJobGroup(group, f"riak-events backfill {plan.substream}")
+        owed_s = 0.0
+        while not stop.is_set():
+            try:
+                unit = todo.get_nowait()
+            except queue.Empty:
+                return
+            task = functools.partial(run_slices, dataclasses.replace(plan, first_after_s=owed_s))
+            try:
+                ((counts, owed_s),) = sc.parallelize(unit, 1).mapPartitions(task).collect()
+            except Exception as e:  # the driver's thread raises it
+                outcomes.put(e)
+                return
+            log.debug("backfill %s: unit %s..%s: %s", plan.substream, unit[0], unit[-1], counts)
+            outcomes.put(counts)
+
+    slots = [InheritableThread(slot) for _ in range(min(tasks, len(work)))]
+    for thread in slots:
+        thread.start()
+    totals: Counter[str] = Counter()
+    try:
+        for _ in work:
+            outcome = outcomes.get()
+            if isinstance(outcome, Exception):
+                raise outcome
+            totals.update(outcome)
+            on_unit(outcome)
+    finally:
+        stop.set()
+        if any(thread.is_alive() for thread in slots):
+            sc.cancelJobGroup(group)
+        for thread in slots:
+            thread.join()
+    return totals

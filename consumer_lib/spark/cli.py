@@ -13,8 +13,9 @@ master and the session (the jobs use the active session and leave it running)::
     spark-submit --master yarn "$CLI" export --node http://riak1:8098 --dc ams4 \\
         --start ... --end ... --out hdfs:///events
 
-Progress goes to stderr, one line per hour (export) or a summary (backfill); ``--json``
-prints the hours written or the counts as JSON on stdout; under
+Progress goes to stderr: one line per hour (export); chunks done/total, rate and ETA
+(backfill: a progress bar on a terminal, lines with ``--progress`` elsewhere) and a
+summary. ``--json`` prints the hours written or the counts as JSON on stdout; under
 spark-submit it arrives on spark-submit's stdout (Spark forwards the driver's stderr). Every
 option is also an environment variable ``RIAK_EVENTS_SPARK_<COMMAND>_<OPTION>``.
 Bad input exits with status 2 naming the option; a failed job with status 1.
@@ -24,11 +25,12 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import os
 import sys
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
 from typing import Any
 
 import click
@@ -122,6 +124,44 @@ def _summary(error: BaseException) -> str:
 
 def _err(line: str) -> None:
     click.echo(line, err=True)
+
+
+@contextmanager
+def _backfill_progress(show: bool, substream: str) -> Iterator[Callable[[Any], None] | None]:
+    """The backfill's progress reporter: a click progress bar on a terminal (as
+    ``read``'s), else a line on stderr at most every ``_PROGRESS_EVERY_S`` and the last."""
+    if not show:
+        yield None
+        return
+    with ExitStack() as stack:
+        bar: Any = None
+        printed = -math.inf
+
+        def report(p: Any) -> None:  # a BackfillProgress
+            nonlocal bar, printed
+            if not sys.stderr.isatty():
+                now = time.monotonic()
+                if now - printed >= _PROGRESS_EVERY_S or p.done >= p.total:
+                    printed = now
+                    _err(f"backfill {substream}: {p}")
+                return
+            if bar is None:
+                bar = stack.enter_context(
+                    click.progressbar(
+                        length=p.total,
+                        label=f"backfill {substream}",
+                        file=sys.stderr,
+                        show_pos=True,
+                        show_eta=True,
+                        item_show_func=lambda q: q and f"{q.rate_per_s:.1f} chunks/s",
+                    )
+                )
+            bar.update(min(p.done, p.total) - bar.pos, p)
+
+        yield report
+
+
+_PROGRESS_EVERY_S = 2.0
 
 
 @click.group(context_settings={"auto_envvar_prefix": "RIAK_EVENTS_SPARK"})
@@ -232,6 +272,8 @@ def export(  # noqa: PLR0917 (click passes options as arguments)
 @click.option("--parallelism", default=None, type=click.IntRange(1), help="Spark tasks.")
 @click.option("--replace-version", is_flag=True,
               help="Overwrite stored results of another version of the plugin.")  # fmt: skip
+@click.option("--progress/--no-progress", default=None,
+              help="Chunks done/total, rate, ETA on stderr (default: on a terminal).")  # fmt: skip
 @json_option
 def backfill(  # noqa: PLR0917 (click passes options as arguments)
     nodes: tuple[str, ...],
@@ -245,6 +287,7 @@ def backfill(  # noqa: PLR0917 (click passes options as arguments)
     entry_points: bool,
     parallelism: int | None,
     replace_version: bool,
+    progress: bool | None,
     as_json: bool,
 ) -> None:
     """Run one substream over [start, end) and store its results as the companion does
@@ -256,7 +299,8 @@ def backfill(  # noqa: PLR0917 (click passes options as arguments)
     first, stop = _range(start, end)
     dcs = check_dc(dc, several=True)
     node_list = _checked_nodes(nodes)  # all of it before Spark starts
-    with _session(master) as session:
+    show = sys.stderr.isatty() if progress is None else progress
+    with _session(master) as session, _backfill_progress(show, substream) as report:
         began = time.monotonic()
         with _job("backfill", (ConsumerError, ValueError)):
             counts = run(
@@ -271,6 +315,7 @@ def backfill(  # noqa: PLR0917 (click passes options as arguments)
                 max_chunks_per_s=max_chunks_per_s,
                 parallelism=parallelism,
                 replace_version=replace_version,
+                progress=report,
             )
     summary = ", ".join(f"{k} {v}" for k, v in counts.items())
     _err(f"backfill {substream} [{first}, {stop}): {summary} in {time.monotonic() - began:.1f}s")
