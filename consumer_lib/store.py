@@ -52,7 +52,7 @@ from consumer_lib.errors import (
     MetadataUnreadable,
     StoreUnavailable,
 )
-from eventstore.blob import DecodeLimits, unpack_blob, verify_postfix
+from eventstore.blob import BlobTooManyObjects, DecodeLimits, unpack_blob, verify_postfix
 from eventstore.errors import (
     BlobError,
     BlobTooLarge,
@@ -389,6 +389,12 @@ def _blob_errors(key: ChunkKey) -> Iterator[None]:
         yield
     except ChecksumMismatch:
         raise
+    except BlobTooManyObjects as e:
+        raise ChunkTooLarge(
+            f"chunk too large: builds more than {e.max_objects} objects "
+            f"(max_decoded_objects) from its {e.stored_bytes} stored bytes",
+            **where,
+        ) from e
     except BlobTooLarge as e:
         raise ChunkTooLarge(
             f"chunk too large: decodes to {e.decoded_bytes} bytes, more than the cap of "

@@ -98,3 +98,4 @@ def test_a_chunk_of_16_million_empty_hashes_is_too_large_with_bounded_memory(
     assert (e.epoch, e.dc, e.key) == (EPOCH + 2, dc, key.format()) and not e.retriable
     cause = e.__cause__
     assert isinstance(cause, BlobTooManyObjects) and cause.max_objects == MAX_DECODED_OBJECTS
+    assert f"builds more than {MAX_DECODED_OBJECTS} objects" in str(e)
