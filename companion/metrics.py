@@ -48,6 +48,10 @@ CPU_SECONDS = Counter(
     "companion_substream_cpu_seconds_total", "CPU time of sandboxed runs", ["substream"]
 )
 RESULTS = Counter("companion_results_stored_total", "Result values stored", ["status"])
+# Why results were shed: "overload" (the node's inbox full, or a chunk waited over
+# max_wait_s), "quarantine" (one substream's lane full or behind), "other" (a key
+# no record can hold).
+SHED = Counter("companion_results_shed_total", "Results marked shed, by cause", ["cause"])
 RESULTS_NOT_STORED = Counter(
     "companion_results_not_stored_total", "Result writes that failed", ["substream"]
 )
@@ -108,11 +112,15 @@ def connect(signals: EngineSignals) -> None:
     def run_finished(*, substream: str, kind: str, status: str, wall_s: float, cpu_s: float,
                      **_: Any) -> None:  # fmt: skip
         RUNS.labels(substream, status, kind).inc()
+        if status == "shed":  # not run: its lane was full or behind (quarantine.py)
+            SHED.labels("quarantine").inc()
+            return
         SECONDS.labels(substream).observe(wall_s)
         CPU_SECONDS.labels(substream).inc(cpu_s)
 
-    def chunk_shed(**_: Any) -> None:
+    def chunk_shed(*, substreams: Any = (), reason: str = "", **_: Any) -> None:
         CHUNKS.labels("shed").inc()
+        SHED.labels("overload" if reason.startswith("overload:") else "other").inc(len(substreams))
 
     def chunk_unreadable(**_: Any) -> None:
         CHUNKS.labels("unreadable").inc()
