@@ -3,7 +3,7 @@
 #   make test   install what is missing (apt packages, virtualenv, the package with its
 #               compiled extension, dev tools), then lint, type-check and run every test
 #   make lint   ruff + mypy only
-#   make bench  the benchmarks in bench/
+#   make bench  every benchmark in bench/ in a short mode, one table (bench/report.py)
 
 PYTHON ?= python3
 VENV   ?= .venv
@@ -23,9 +23,10 @@ SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 # prometheus: promtool checks and unit-tests deploy/prometheus/riak-events-rules.yml (its
 # service is not started where policy-rc.d refuses, as in containers; on a host with
 # systemd it listens on :9090, which no test uses).
+# valgrind: the codec's instruction-count guard (tests/perf) counts with callgrind.
 APT_PACKAGES := libsereal-encoder-perl libsereal-decoder-perl libjson-pp-perl erlang-nox \
 	zookeeper default-jre-headless chromium systemd iproute2 \
-	podman runc netavark aardvark-dns debootstrap prometheus
+	podman runc netavark aardvark-dns debootstrap prometheus valgrind
 
 .PHONY: run test lint unit bench system-deps venv testdata clean
 
@@ -49,7 +50,7 @@ unit: venv
 	$(BIN)/pytest -m unit
 
 bench: venv
-	$(BIN)/python bench/sereal_bench.py
+	$(BIN)/python bench/report.py
 
 system-deps:
 	@missing=$$(for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \

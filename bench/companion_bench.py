@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from events import generate_events
+from report import emit, figure
 
 from companion.testing import Stack, start_stack
 from eventstore.blob import pack_blob, unpack_blob
@@ -177,7 +178,7 @@ def load() -> str:
 
 def bench_latency(
     args: argparse.Namespace, chunks: list[tuple[str, Any, bytes]], isolation: str
-) -> None:
+) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="companion-bench-") as tmp:
         stack = start_stack(
             Path(tmp) / "stack",
@@ -206,6 +207,7 @@ def bench_latency(
                 f"{args.workers} workers x {args.threads} threads, isolation {isolation}"
             )
             all_latencies: list[float] = []
+            cpu_s = {"companion": 0.0, "devnode": 0.0}
             companion_pid = stack.companion.pid or 0
             devnode_pid = stack.devnode.pid or 0
             for e in range(args.epochs):
@@ -254,6 +256,8 @@ def bench_latency(
                 )
                 companion_cpu = cpu_after[0] - cpu_before[0]
                 devnode_cpu = cpu_after[1] - cpu_before[1]
+                cpu_s["companion"] += companion_cpu
+                cpu_s["devnode"] += devnode_cpu
                 cores = os.cpu_count() or 1
                 print(
                     f"    CPU s: companion {companion_cpu:.2f}, devnode {devnode_cpu:.2f}; "
@@ -273,6 +277,12 @@ def bench_latency(
                 f"  all epochs: p50 {pct(all_latencies, 0.5):.3f} s, "
                 f"p99 {pct(all_latencies, 0.99):.3f} s (target p99 <= 1 s)"
             )
+            return {
+                "p99_s": pct(all_latencies, 0.99),
+                "chunk_kb": kb,
+                "cpu_s": cpu_s,
+                "chunks": len(chunks) * args.epochs,
+            }
         finally:
             stack.stop()
 
@@ -319,7 +329,7 @@ def bench_decode_once(
 
 def bench_cpu(
     chunks: list[tuple[str, Any, bytes]], subs: list[Substream], isolation: Isolation
-) -> None:
+) -> dict[str, float]:
     compressed = sum(len(b) for *_, b in chunks)
     c0 = cpu_now()
     for *_, blob in chunks:
@@ -344,6 +354,7 @@ def bench_cpu(
         f"  extrapolated to a 70 MB epoch: decode {decode_cpu * scale:.1f} CPU s, "
         f"decode + 10 substreams {total_cpu * scale:.1f} CPU s (Booking: ~5 s to decode in Perl)"
     )
+    return {"decode_s": decode_cpu * scale, "total_s": total_cpu * scale}
 
 
 def main() -> None:
@@ -358,9 +369,12 @@ def main() -> None:
     parser.add_argument("--only-latency", action="store_true")
     parser.add_argument("--settle-s", type=float, default=1.5, help=argparse.SUPPRESS)
     parser.add_argument("--isolation", choices=["substream", "chunk", "both"], default="both")
+    parser.add_argument("--json", action="store_true", help="headline figures as JSON, last")
     args = parser.parse_args()
     t = time.perf_counter()
     chunks = make_chunks(args.chunks, args.chunk_kb)
+    epoch_cpu: dict[str, dict[str, float]] = {}
+    latency: dict[str, dict[str, Any]] = {}
     print(f"generated {len(chunks)} chunks in {time.perf_counter() - t:.1f} s")
     with tempfile.TemporaryDirectory() as tmp:
         for name, source in plugin_sources().items():
@@ -371,10 +385,50 @@ def main() -> None:
         )
         for mode in [] if args.only_latency else modes:
             bench_decode_once(chunks, subs, mode)
-            bench_cpu(chunks, subs, mode)
+            epoch_cpu[mode] = bench_cpu(chunks, subs, mode)
     if not args.skip_latency:
         for mode in modes:
-            bench_latency(args, chunks, mode)
+            latency[mode] = bench_latency(args, chunks, mode)
+    if args.json:
+        headline(epoch_cpu, latency)
+
+
+def headline(epoch_cpu: dict[str, dict[str, float]], latency: dict[str, dict[str, Any]]) -> None:
+    """The figures bench/report.py shows (per isolation mode run)."""
+    figures, cpu_s = [], {}
+    for mode, cpu in epoch_cpu.items():
+        figures.append(
+            figure(
+                f"decode + 10 substreams in-process ({mode}), 70 MB epoch",
+                cpu["total_s"],
+                "CPU s",
+                anchor="Booking, Perl decode alone",
+                anchor_value=5.0,
+                target="<= 4 CPU s",
+            )
+        )
+    for mode, got in latency.items():
+        booking_ms = 5000 * got["chunk_kb"] * 1024 / BOOKING_EPOCH_BYTES  # same chunk size
+        figures.append(
+            figure(
+                f"companion CPU per {got['chunk_kb']:.0f} KB chunk ({mode})",
+                got["cpu_s"]["companion"] / got["chunks"] * 1000,
+                "ms",
+                anchor="Booking, Perl decode alone",
+                anchor_value=booking_ms,
+                target="<= 20 ms",
+            )
+        )
+        figures.append(
+            figure(
+                f"metadata -> every result, {got['chunks']} chunks ({mode})",
+                got["p99_s"],
+                "s p99",
+                target="<= 1 s",
+            )
+        )
+        cpu_s = got["cpu_s"]
+    emit(figures, cpu_s)
 
 
 if __name__ == "__main__":

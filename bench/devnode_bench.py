@@ -20,6 +20,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from report import emit, figure
+
 from eventstore.devnode.testing import DevnodeProcess
 from eventstore.riak import RiakClient
 
@@ -54,6 +56,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--seconds", type=float, default=3.0)
     parser.add_argument("--url")
+    parser.add_argument("--json", action="store_true", help="headline figures as JSON, last")
     args = parser.parse_args()
     value = os.urandom(VALUE_BYTES)
     with tempfile.TemporaryDirectory() as tmp:
@@ -104,6 +107,28 @@ def main() -> None:
         f"multi_get of a 100-chunk epoch (16 in flight): {multi_s * 1000:.0f} ms median, "
         f"{100 * mb / multi_s:.0f} MB/s"
     )
+    if args.json:
+        _clients, puts, gets = next(r for r in rows if r[0] == 4)
+        real_riak = "Riak KV 3.2, 1 node (bench/README.md)"
+        emit(
+            [
+                figure(
+                    "devnode PUT 400 KB, 4 clients",
+                    puts,
+                    "PUT/s",
+                    anchor=real_riak,
+                    anchor_value=ANCHOR_PUT_PER_S,
+                ),
+                figure(
+                    "devnode GET 400 KB, 4 clients",
+                    gets,
+                    "GET/s",
+                    anchor=real_riak,
+                    anchor_value=ANCHOR_GET_PER_S,
+                ),
+                figure("devnode multi_get, 100 chunks", multi_s * 1000, "ms median"),
+            ]
+        )
 
 
 if __name__ == "__main__":

@@ -49,6 +49,8 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+from report import emit, figure
+
 from eventstore import sereal
 from eventstore.devnode.testing import DevnodeProcess, free_port
 from eventstore.riak import NotFound, RiakClient
@@ -370,6 +372,7 @@ def main() -> None:
     p.add_argument("--grace-s", type=float, default=1.0)
     p.add_argument("--frames", type=int, default=100_000)
     p.add_argument("--group", type=int, default=256)
+    p.add_argument("--json", action="store_true", help="headline figures as JSON, last")
     args = p.parse_args()
     print(
         f"# {platform.node()} {platform.processor() or platform.machine()} "
@@ -377,10 +380,50 @@ def main() -> None:
         f"sereal={sereal.IMPLEMENTATION}"
     )
     modes = ["journal", "e2e", "spool", "lag"] if args.mode == "all" else [args.mode]
+    results: dict[str, dict[str, Any]] = {}
     for mode in modes:
         with tempfile.TemporaryDirectory(prefix=f"relocator-bench-{mode}-") as d:
-            result = globals()[f"bench_{mode}"](args, Path(d))
+            results[mode] = result = globals()[f"bench_{mode}"](args, Path(d))
         print(json.dumps({"mode": mode, **result}))
+    if args.json:
+        headline(results)
+
+
+def headline(results: dict[str, dict[str, Any]]) -> None:
+    """The figures bench/report.py shows, from the modes that ran."""
+    figures = []
+    if e2e := results.get("e2e"):
+        figures.append(
+            figure(
+                f"relocator TCP -> devnode, {e2e['events']} events",
+                e2e["e2e_raw_mb_per_s"],
+                "MB/s raw",
+                anchor="Booking, whole fleet",
+                anchor_value=100.0,
+                target=">= 150 MB/s",
+            )
+        )
+    if spool := results.get("spool"):
+        figures.append(figure("relocator spool -> devnode", spool["raw_mb_per_s"], "MB/s raw"))
+    if lag := results.get("lag"):
+        figures.append(
+            figure(
+                f"relocator epoch end -> metadata (grace {lag['grace_s']} s)",
+                lag["lag_p99_s"],
+                "s p99",
+            )
+        )
+    if journal := results.get("journal"):
+        figures.append(
+            figure(
+                "relocator journal, group commits",
+                journal["segment_log_mb_per_s"],
+                "MB/s",
+                anchor="LMDB sync commits, same run",
+                anchor_value=journal["lmdb_mb_per_s"],
+            )
+        )
+    emit(figures, e2e["cpu_s"] if e2e else None)
 
 
 if __name__ == "__main__":

@@ -22,6 +22,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from report import emit, figure
+
 from substreams.api import Context, Substream
 from substreams.loader import load_file
 from substreams.sandbox import run_substreams
@@ -62,6 +64,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=300, help="runs per round")
     parser.add_argument("--rounds", type=int, default=6, help="rounds of each variant")
     parser.add_argument("--events", type=int, default=3600, help="events in the chunk")
+    parser.add_argument("--json", action="store_true", help="headline figures as JSON, last")
     args = parser.parse_args()
     if program() is None:
         raise SystemExit("no seccomp filter on this machine: nothing to compare")
@@ -88,6 +91,19 @@ def main() -> None:
         print(f"{label:<22}{top[0]:>12.0f}{median:>9.0f}{top[1]:>11.3f}{top[2]:>10.3f}")
     cost_us = (1 / best[True] - 1 / best[False]) * 1e6
     print(f"seccomp cost per run (best rounds): {cost_us:+.0f} us wall")
+    if args.json:
+        emit(
+            [
+                figure(
+                    "sandboxed runs, audit hook + seccomp",
+                    best[True],
+                    "runs/s",
+                    anchor="audit hook only, same run",
+                    anchor_value=best[False],
+                ),
+                figure("seccomp filter, cost per run", cost_us, "us"),
+            ]
+        )
 
 
 if __name__ == "__main__":

@@ -35,6 +35,7 @@ import orjson
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from events import generate_events
+from report import emit, figure
 
 PERL_SCRIPT = Path(__file__).resolve().parent / "perl" / "sereal_bench.pl"
 ENCODE_OPTIONS: dict[str, Any] = {
@@ -124,6 +125,7 @@ def main() -> None:
         default=None,
         help="repetitions for the pure reference (default: repeat // 3)",
     )
+    parser.add_argument("--json", action="store_true", help="headline figures as JSON, last")
     args = parser.parse_args()
     repeat: int = max(1, args.repeat)
     pure_repeat: int = args.pure_repeat or max(1, repeat // 3)
@@ -197,6 +199,43 @@ def main() -> None:
         )
     )
     print_table(rows, n, len(json_bytes), perl_row)
+    if args.json:
+        emit(headline(rows, n))
+
+
+def headline(rows: list[Row], n: int) -> list[dict[str, Any]]:
+    """The figures bench/report.py shows: the compiled codec against Perl, same run."""
+    by_name = {"Perl" if r.name.startswith("Perl") else r.name: r for r in rows}
+    perl, ours = by_name["Perl"], by_name["eventstore.sereal (compiled)"]
+    out = []
+    for what, mine, theirs, target in (
+        ("decode", ours.decode_s, perl.decode_s, ">= 1.3x"),
+        ("encode (dedupe, zstd-3)", ours.encode_s, perl.encode_s, ">= 1.5x"),
+    ):
+        if mine is not None and theirs is not None:
+            out.append(
+                figure(
+                    f"Sereal {what}, compiled, {n} events",
+                    n / mine,
+                    "events/s",
+                    anchor="Perl XS, same run",
+                    anchor_value=n / theirs,
+                    target=target,
+                )
+            )
+    lines = by_name.get("transcode to JSON lines (compiled)")
+    if lines is not None and lines.decode_s is not None and ours.decode_s is not None:
+        out.append(
+            figure(
+                "Sereal -> JSON lines, compiled",
+                n / lines.decode_s,
+                "events/s",
+                anchor="compiled decode, same run",
+                anchor_value=n / ours.decode_s,
+                target=">= 2x",
+            )
+        )
+    return out
 
 
 def _rate(n: int, seconds: float | None) -> str:

@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from events import generate_events, store_epoch
+from report import emit, figure
 
 from eventstore import sereal
 from eventstore.blob import verify_postfix
@@ -155,6 +156,7 @@ def main() -> None:
     parser.add_argument(
         "--rows", default="json,anchor,variant,text", help="comma-separated rows to run"
     )
+    parser.add_argument("--json", action="store_true", help="headline figures as JSON, last")
     args = parser.parse_args()
 
     from pyspark.sql.functions import col, parse_json
@@ -234,10 +236,33 @@ def main() -> None:
                     f"{cpu.get('jvm', 0):8.2f} {cpu.get('python workers', 0):7.2f} "
                     f"{cpu.get('devnode', 0):8.2f}  {load}"
                 )
+            if args.json:
+                headline(results, labels, n_events, args.epochs)
             spark.stop()
         finally:
             riak.close()
             node.stop()
+
+
+def headline(
+    results: dict[str, Measurement], labels: dict[str, str], n_events: int, epochs: int
+) -> None:
+    """The figures bench/report.py shows: each row against the anchor, same run."""
+    anchor = results.get("anchor")
+    figures = [
+        figure(
+            f"Spark {labels[row]}, {epochs} epochs",
+            n_events / secs,
+            "events/s",
+            anchor="text + parse_json, same run" if anchor else "",
+            anchor_value=n_events / anchor[0] if anchor else None,
+            target=">= 1.2x" if row == "variant" else "",
+        )
+        for row, (secs, _cpu, _load) in results.items()
+        if row != "anchor"
+    ]
+    user_path = results.get("variant")
+    emit(figures, dict(user_path[1]) if user_path else None)
 
 
 if __name__ == "__main__":

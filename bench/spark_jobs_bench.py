@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from events import generate_events, store_epoch
+from report import emit, figure
 from spark_bench import cpu_seconds, start_spark
 
 from eventstore.devnode.testing import DevnodeProcess
@@ -50,7 +51,7 @@ def write_epoch(riak: RiakClient, dc: str, epoch: int, events: list[dict[str, An
     return sum(map(len, store_epoch(riak, epoch, dc, events)))
 
 
-def bench_export(spark: Any, url: str, args: argparse.Namespace, tmp: Path) -> None:
+def bench_export(spark: Any, url: str, args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
     from consumer_lib.spark.export import export_range
 
     riak = RiakClient([url])
@@ -91,9 +92,10 @@ def bench_export(spark: Any, url: str, args: argparse.Namespace, tmp: Path) -> N
         f"cpu s: jvm {cpu.get('jvm', 0):.2f}, python workers "
         f"{cpu.get('python workers', 0):.2f}, devnode {cpu.get('devnode', 0):.2f}; load {avg}"
     )
+    return {"events_per_s": n_events / seconds, "cpu_s": dict(cpu)}
 
 
-def bench_stream(spark: Any, url: str, args: argparse.Namespace, tmp: Path) -> None:
+def bench_stream(spark: Any, url: str, args: argparse.Namespace, tmp: Path) -> float:
     from pyspark.sql.streaming.listener import StreamingQueryListener
 
     commits: list[tuple[float, int]] = []  # (time, end offset) per committed batch
@@ -173,6 +175,7 @@ def bench_stream(spark: Any, url: str, args: argparse.Namespace, tmp: Path) -> N
         f"p50 {statistics.median(lags):.2f}s, p99 {p99:.2f}s, max {lags[-1]:.2f}s "
         f"({len(commits)} batches); load {load()}"
     )
+    return p99
 
 
 def main() -> None:
@@ -185,6 +188,7 @@ def main() -> None:
     parser.add_argument("--live-events", type=int, default=500)
     parser.add_argument("--driver-memory", default="2g")
     parser.add_argument("--only", choices=["export", "stream"], default=None)
+    parser.add_argument("--json", action="store_true", help="headline figures as JSON, last")
     args = parser.parse_args()
     print(f"{os.cpu_count()} cores, Python {sys.version.split()[0]}, load {load()}")
     with tempfile.TemporaryDirectory(prefix="spark-jobs-bench-") as name:
@@ -192,10 +196,33 @@ def main() -> None:
         node = DevnodeProcess(tmp / "devnode").start()
         try:
             spark = start_spark(args.driver_memory)
+            figures, cpu_s = [], None
             if args.only in (None, "export"):
-                bench_export(spark, node.url, args, tmp)
+                export = bench_export(spark, node.url, args, tmp)
+                figures.append(
+                    figure(
+                        f"Spark export to Parquet, {args.epochs * args.events} events",
+                        export["events_per_s"],
+                        "events/s",
+                        # the README's figure is for the default size only
+                        anchor="quiet machine (bench/README.md)" if args.epochs == 300 else "",
+                        anchor_value=74_522 if args.epochs == 300 else None,
+                    )
+                )
+                cpu_s = export["cpu_s"]
             if args.only in (None, "stream"):
-                bench_stream(spark, node.url, args, tmp)
+                p99 = bench_stream(spark, node.url, args, tmp)
+                figures.append(
+                    figure(
+                        "Spark streaming, epoch end -> rows in the sink",
+                        p99,
+                        "s p99",
+                        anchor="quiet machine (bench/README.md)" if args.live_epochs == 40 else "",
+                        anchor_value=0.46 if args.live_epochs == 40 else None,
+                    )
+                )
+            if args.json:
+                emit(figures, cpu_s)
             spark.stop()
         finally:
             node.stop()

@@ -1,0 +1,1 @@
+"""The codec's instruction-count guard (callgrind): see callgrind.py."""

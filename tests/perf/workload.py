@@ -1,0 +1,61 @@
+"""The fixed codec workload the instruction-count guard runs under callgrind.
+
+    python tests/perf/workload.py INPUT.pickle
+
+Not a test module: ``callgrind.py`` writes the input (seeded events, their blob, one
+document per event) and runs this under valgrind. Each step calls the codec once, right
+after :func:`mark` (a tiny compiled call whose exit starts the step's count); the step's
+count ends when its last compiled entry function returns (``callgrind.STEPS``). Keep
+the order and the calls, or the baseline no longer compares (refresh it on purpose:
+``callgrind.py``).
+"""
+
+from __future__ import annotations
+
+import gc
+import pickle
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from eventstore import sereal
+from eventstore.chunking import split_blob
+from eventstore.sereal._sereal import frame_positions, join_bodies
+
+#: Small enough that the blob is cut in a few chunks.
+SPLIT_CHUNK_MAX_BYTES = 64 * 1024
+
+
+def encode(events: list[dict[str, Any]]) -> bytes:
+    """As relocators write chunks (and as bench/sereal_bench.py encodes)."""
+    return sereal.encode(events, compress="zstd", level=3, dedupe_strings=True, protocol=4)
+
+
+def mark() -> None:
+    """The boundary before a step (``callgrind.MARKER``)."""
+    frame_positions(b"", 0)
+
+
+def main(path: str) -> None:
+    events, blob, documents = pickle.loads(Path(path).read_bytes())
+    steps: list[Callable[[], object]] = [
+        lambda: encode(events),
+        lambda: sereal.decode(blob),
+        lambda: sereal.decode_json_lines(blob),
+        lambda: sereal.decode_variant_packed(blob),
+        # no compression of the parts: zstd's cost is not the walker's
+        lambda: split_blob(blob, chunk_max_bytes=SPLIT_CHUNK_MAX_BYTES, compress=None),
+        lambda: join_bodies(documents),
+    ]
+    # The cyclic collector would run wherever allocation counts happen to cross its
+    # threshold, moving millions of instructions between steps on unrelated changes.
+    gc.collect()
+    gc.disable()
+    for step in steps:
+        mark()
+        step()
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])
