@@ -122,12 +122,13 @@ class BackfillProgress:
         rate = self.rate_per_s
         return left / rate if rate else None
 
-    def __str__(self) -> str:
+    def pace(self) -> str:
+        """The rate and the time left: ``3.0 chunks/s, ETA 4m05s``."""
         eta = self.eta_s
-        return (
-            f"{self.done}/{max(self.total, self.done)} chunks, {self.rate_per_s:.1f} chunks/s, "
-            f"ETA {'?' if eta is None else _duration(eta)}"
-        )
+        return f"{self.rate_per_s:.1f} chunks/s, ETA {'?' if eta is None else _duration(eta)}"
+
+    def __str__(self) -> str:
+        return f"{self.done}/{max(self.total, self.done)} chunks, {self.pace()}"
 
 
 def _duration(seconds: float) -> str:

@@ -152,8 +152,7 @@ def _backfill_progress(show: bool, substream: str) -> Iterator[Callable[[Any], N
                         label=f"backfill {substream}",
                         file=sys.stderr,
                         show_pos=True,
-                        show_eta=True,
-                        item_show_func=lambda q: q and f"{q.rate_per_s:.1f} chunks/s",
+                        item_show_func=lambda q: q and q.pace(),  # our ETA: per unit
                     )
                 )
             bar.update(min(p.done, p.total) - bar.pos, p)
