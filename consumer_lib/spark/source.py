@@ -28,12 +28,14 @@ checked against its checksum postfix. Filters are options only (``types``): no
 queried again (issue 8).
 
 Options: ``nodes`` (comma-separated Riak HTTP URLs, required), ``dc`` (comma-separated,
-required), ``start`` / ``end`` (epochs, required), ``types`` (comma-separated ``type`` or
-``type:subtype``; default all), ``epochs_per_partition`` (most epochs per Spark partition,
-default 60), ``parallelism`` (default 1), ``event`` (``variant``, the default, or
-``json``), ``batch_rows`` (least rows per Arrow batch, chunks joined; default 10,000),
-``binary`` (``utf8`` / ``latin1`` / ``bytes``, see eventstore/sereal/DESIGN.md
-"JSON transcoding"), ``timeout_s`` (default 30).
+required), ``start`` / ``end`` (the range ``[start, end)``, required: epochs, ISO-8601
+datetimes, UTC when they name no zone, or ``now`` / ``now-5m`` taken against the clock
+when Spark plans the read; an ``end`` inside an epoch includes that epoch), ``types``
+(comma-separated ``type`` or ``type:subtype``; default all), ``epochs_per_partition``
+(most epochs per Spark partition, default 60), ``parallelism`` (default 1), ``event``
+(``variant``, the default, or ``json``), ``batch_rows`` (least rows per Arrow batch,
+chunks joined; default 10,000), ``binary`` (``utf8`` / ``latin1`` / ``bytes``, see
+eventstore/sereal/DESIGN.md "JSON transcoding"), ``timeout_s`` (default 30).
 """
 
 from __future__ import annotations
@@ -55,6 +57,7 @@ from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import LongType, StringType, StructField, StructType, VariantType
 
 from consumer_lib.errors import SparkSourceError
+from consumer_lib.ranges import epoch_of
 from eventstore import sereal
 from eventstore.blob import verify_postfix
 from eventstore.names import ChunkKey, ChunkRef, MetadataKey, Namespaces, parse_metadata
@@ -136,14 +139,24 @@ class SourceOptions:
                 raise SparkSourceError(f"option {name!r} must be a non-negative integer: {value!r}")
             return int(value)
 
+        def bound(name: str, value: str) -> int:
+            # The forms of every other range bound (consumer_lib.ranges); an end inside
+            # an epoch rounds up so that epoch is read, as EventsClient does.
+            try:
+                return epoch_of(value, end=name == "end")
+            except ValueError as e:  # InvalidArgument is one
+                raise SparkSourceError(f"option {name!r}: {e}") from None
+
         nodes = tuple(n.strip().rstrip("/") for n in required("nodes").split(",") if n.strip())
         dcs = tuple(d.strip() for d in required("dc").split(",") if d.strip())
         for dc in dcs:
             MetadataKey(0, dc)  # validates the name (InvalidKey is a ValueError)
-        start = integer("start", required("start"))
-        end = integer("end", required("end"))
+        start = bound("start", required("start"))
+        end = bound("end", required("end"))
         if end < start:
-            raise SparkSourceError(f"end {end} is before start {start}")
+            raise SparkSourceError(
+                f"option 'end' {end} is before start {start}: ranges are [start, end)"
+            )
         types: list[tuple[str, str | None]] = []
         for raw in str(options.get("types") or "").split(","):
             entry = raw.strip()

@@ -46,7 +46,8 @@ Failure scenarios:
 
 Options on top of the batch source's (``start`` is the first epoch of a new query,
 default the newest due epoch; ``end``, optional, the epoch it stops before, as tail's
-``until``): ``lag_s`` (default 5),
+``until``; both in the batch source's forms: epochs, ISO-8601, ``now-5m``, a relative
+one taken each time the query starts or restarts): ``lag_s`` (default 5),
 ``late_wait_s`` (default 30), ``max_epochs_per_batch`` (default 0: no cap).
 """
 
@@ -119,6 +120,9 @@ class StreamOptions:
         batch = {str(k): str(v) for k, v in options.items()}
         batch.update(start=raw_start or "0", end=raw_end or raw_start or "0")
         parsed = SourceOptions.parse(batch)
+        # Bounds as epochs from here on: a relative one (now-5m) is read once, when the
+        # query starts, not again by each slice reader.
+        batch.update(start=str(parsed.start), end=str(parsed.end))
         cap = str(options.get("max_epochs_per_batch", "0")).strip()
         if not cap.isdigit():
             raise SparkSourceError(
