@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -27,7 +28,9 @@ STATE_FILE = "zookeeper.json"
 def write_zookeeper_state(state_dir: Path, state: dict[str, Any]) -> None:
     """Replace the state file with ``state`` plus ``updated_at`` (unix seconds)."""
     path = state_dir / STATE_FILE
-    tmp = state_dir / f".{STATE_FILE}.{os.getpid()}.tmp"
+    # One temporary file per thread: kazoo's connection thread (state changes) and the
+    # refresh thread both write, and a shared name let one rename the other's file away.
+    tmp = state_dir / f".{STATE_FILE}.{os.getpid()}.{threading.get_ident()}.tmp"
     tmp.write_text(json.dumps({**state, "configured": True, "updated_at": time.time()}))
     tmp.replace(path)
 
