@@ -99,7 +99,12 @@ def test_a_fork_failure_leaves_an_error_naming_the_cause_on_every_matching_subst
     assert not list((stack.root / "state" / "disabled").glob("*.json"))
     after = stack.write_epoch(EPOCH + 2, "dc1", chunks(1))
     assert stack.wait_results("counts", after)[after[0]].status == "ok"
+    # Node-wide counters merge each worker's snapshot, written every 0.2 s: wait for them.
+    deadline = time.monotonic() + 10
     status = stack.companion.json("/v1/status")
+    while status["counters"]["chunks_failed"] < 3 and time.monotonic() < deadline:
+        time.sleep(0.1)
+        status = stack.companion.json("/v1/status")
     assert status["counters"]["chunks_failed"] == 3
     assert status["substreams"]["counts"]["failures"] == {"sandbox": 3}
 
