@@ -40,7 +40,9 @@ One round::
             no answer, or unreadable > 0 -> the round ends; the cursor stays
             missing == 0 -> confirmed (removed from pending / next moves past it)
             missing > 0 -> repairs admitted; the epoch is pending until a later
-                           visit finds nothing missing
+                           visit finds nothing missing (not posted again before
+                           max_wait_s + timeout_cap_s + 5 s: admitted once, done or
+                           shed by then)
     the round also ends after audit_round_max_s (between two visits, after one)
     the cursors are saved (atomic rename) at the end of the round, and at most
     every second during it
@@ -95,6 +97,9 @@ MAX_PENDING = 512
 _NOTE_EVERY_S = 30.0
 #: The cursors are saved at most this often during a round, seconds.
 _SAVE_EVERY_S = 1.0
+#: Beyond max_wait_s + timeout_cap_s, how long admitted repairs may take to be stored
+#: (a chunk's fetch, decode and result writes with their retries), seconds.
+_REPAIR_MARGIN_S = 5.0
 
 
 class SeenDcs:
@@ -207,6 +212,10 @@ class Auditor:
         self._file = cursors or CursorFile(settings.state_dir)
         self.cursors: dict[str, DcCursor] = self._file.load()
         self._saved_at = 0.0
+        # (epoch, dc) -> when its admitted repairs are done at the latest (monotonic):
+        # not posted again before (they would be admitted twice), then checked.
+        self._repairing: dict[tuple[int, str], float] = {}
+        self._repair_s = settings.max_wait_s + settings.timeout_cap_s + _REPAIR_MARGIN_S
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -252,6 +261,7 @@ class Auditor:
         if busy:
             budget = min(budget, self.settings.audit_min_keys)
         state = _Round(budget, time.monotonic() + self.settings.audit_round_max_s)
+        self._repairing = {k: t for k, t in self._repairing.items() if t > time.monotonic()}
         try:
             state.budget = budget - budget // 4
             self._forward(dcs, settled, state)
@@ -338,6 +348,8 @@ class Auditor:
         Raises:
             _RoundEnds: the metadata or a result could not be read, or no answer.
         """
+        if (epoch, dc) in self._repairing:  # admitted lately: not twice
+            return _Outcome.REPAIRING
         ns = self.settings.namespaces
         meta = MetadataKey(epoch, dc)
         try:
@@ -377,7 +389,10 @@ class Auditor:
                 answer,
             )
             raise _RoundEnds
-        return _Outcome.CONFIRMED if answer.complete else _Outcome.REPAIRING
+        if answer.complete:
+            return _Outcome.CONFIRMED
+        self._repairing[(epoch, dc)] = time.monotonic() + self._repair_s
+        return _Outcome.REPAIRING
 
     def _save(self, *, force: bool = False) -> None:
         now = time.monotonic()

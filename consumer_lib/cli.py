@@ -30,8 +30,7 @@ from typing import Any, TextIO
 import click
 
 from consumer_lib.client import EventsClient
-from consumer_lib.errors import ConsumerError, InvalidArgument
-from consumer_lib.ranges import EpochRange, parse_when
+from consumer_lib.errors import ConsumerError
 from consumer_lib.types import Epoch, SubstreamResult, TaggedEvent
 from eventstore.options import (
     CANONICAL,
@@ -39,7 +38,10 @@ from eventstore.options import (
     check_dc,
     check_node_urls,
     check_riak_node,
+    cli_range,
+    parse_bound,
 )
+from eventstore.ranges import EpochRange
 
 __all__ = ["check_riak_node", "cli_range", "parse_bound", "read", "tail"]
 
@@ -172,37 +174,6 @@ def _substream_options(command: str) -> Callable[[Callable[..., Any]], Callable[
         return f
 
     return decorate
-
-
-def parse_bound(value: str, option: str, *, now: float) -> int:
-    """One ``--start``/``--end`` value as an epoch: an epoch, an ISO-8601 datetime (UTC
-    when it has no zone), ``now`` or ``now-N[smhd]``.
-
-    Raises:
-        click.BadParameter: naming ``option`` and the forms accepted.
-    """
-    try:
-        return parse_when(value, now=now)
-    except InvalidArgument as e:
-        raise click.BadParameter(str(e), param_hint=option) from None
-
-
-def cli_range(start: str, end: str, *, now: float | None = None) -> EpochRange:
-    """``--start``/``--end`` as the epoch range ``[start, end)``.
-
-    Raises:
-        click.BadParameter: a bound of no known form, or ``--end`` before ``--start``.
-    """
-    now = time.time() if now is None else now
-    first = parse_bound(start, "--start", now=now)
-    stop = parse_bound(end, "--end", now=now)
-    if stop < first:
-        raise click.BadParameter(
-            f"the range [{first}, {stop}) ends before it starts ({end!r} < --start "
-            f"{start!r}); ranges are [start, end), end exclusive",
-            param_hint="--end",
-        )
-    return EpochRange(first, stop)
 
 
 def _client(nodes: tuple[str, ...], zookeeper: str | None, zk_root: str, **kw: Any) -> EventsClient:

@@ -9,7 +9,8 @@ walks every command to check that no command drifts.
 
 Also the checks that turn a routine mistake into one line naming what to fix, made
 before anything is started: :func:`node_url_error` (a node given without ``http://``),
-:func:`check_riak_node` (a URL that does not answer as Riak), :func:`check_dc`.
+:func:`check_riak_node` (a URL that does not answer as Riak), :func:`check_dc`,
+:func:`cli_range` (``--start``/``--end`` in the forms of :mod:`eventstore.ranges`).
 
 Pure click and the standard library; nothing here reads the environment except through click.
 """
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import http.client
 import os
+import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Sequence
@@ -26,8 +28,9 @@ from urllib.parse import urlsplit
 
 import click
 
-from eventstore.errors import InvalidName
+from eventstore.errors import InvalidName, InvalidRange
 from eventstore.names import MetadataKey
+from eventstore.ranges import EpochRange, parse_when
 
 __all__ = [
     "CANONICAL",
@@ -37,8 +40,10 @@ __all__ = [
     "check_dc",
     "check_node_urls",
     "check_riak_node",
+    "cli_range",
     "json_option",
     "node_url_error",
+    "parse_bound",
 ]
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -211,3 +216,39 @@ def check_dc(value: str, *, param_hint: str = "--dc", several: bool = False) -> 
                 param_hint=param_hint,
             ) from None
     return dcs
+
+
+def parse_bound(value: str, option: str, *, now: float) -> int:
+    """One ``--start``/``--end`` value as an epoch: an epoch, an ISO-8601 datetime (UTC
+    when it has no zone), ``now`` or ``now-N[smhd]`` (:func:`eventstore.ranges.parse_when`).
+
+    Raises:
+        click.BadParameter: naming ``option`` and the forms accepted.
+    """
+    try:
+        return parse_when(value, now=now)
+    except InvalidRange as e:
+        raise click.BadParameter(str(e), param_hint=option) from None
+
+
+def cli_range(start: str, end: str, *, now: float | None = None) -> EpochRange:
+    """``--start``/``--end`` as the epoch range ``[start, end)``.
+
+    Args:
+        start: the ``--start`` text.
+        end: the ``--end`` text.
+        now: the current unix time, seconds, for ``now-5m`` (default: the clock).
+
+    Raises:
+        click.BadParameter: a bound of no known form, or ``--end`` before ``--start``.
+    """
+    now = time.time() if now is None else now
+    first = parse_bound(start, "--start", now=now)
+    stop = parse_bound(end, "--end", now=now)
+    if stop < first:
+        raise click.BadParameter(
+            f"the range [{first}, {stop}) ends before it starts ({end!r} < --start "
+            f"{start!r}); ranges are [start, end), end exclusive",
+            param_hint="--end",
+        )
+    return EpochRange(first, stop)

@@ -23,6 +23,7 @@ from eventstore.options import (
     check_dc,
     check_node_urls,
     check_riak_node,
+    cli_range,
     json_option,
 )
 from substreams.errors import InvalidSigningKey, PluginLoadError, RegistryError
@@ -96,8 +97,6 @@ def test(  # noqa: PLR0917 (click passes every option positionally by name)
         chunks = chunks_from_blob(blob, chunk_key)
         match = chunk_key is not None
     elif url and dc and start is not None:
-        from consumer_lib.cli import cli_range  # noqa: PLC0415 (the one range syntax)
-
         check_dc(dc)
         (node,) = check_node_urls([url])
         epochs = cli_range(start, end if end is not None else start)

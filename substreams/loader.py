@@ -17,10 +17,8 @@ is reported instead of hanging or killing the loading process.
 
 from __future__ import annotations
 
-import importlib.util
 import logging
 import sys
-import traceback
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from importlib.metadata import entry_points
@@ -30,7 +28,9 @@ from types import ModuleType
 from eventstore.logonce import once
 from substreams import defaults
 from substreams.api import Substream, declaration_of, version_of
-from substreams.errors import DuplicateSubstream, PluginLoadError, SoftTimeout
+from substreams.errors import DuplicateSubstream, PluginLoadError
+from substreams.plugin_file import declared_in, import_file, read_source, summary
+from substreams.sandbox import check_import
 
 log = logging.getLogger(__name__)
 
@@ -72,37 +72,6 @@ def plugin_files(directory: Path) -> list[Path]:
     return sorted(p for p in directory.glob("*.py") if not p.name.startswith("_") and p.is_file())
 
 
-def _summary(e: BaseException) -> str:
-    lines = traceback.format_exception_only(type(e), e)
-    return "".join(lines).strip()[: defaults.ERROR_MAX_BYTES]
-
-
-def _declared_in(module: ModuleType, *, version: str, origin: str) -> list[Substream]:
-    found = []
-    for value in vars(module).values():
-        declared = declaration_of(value)
-        if declared is None or getattr(value, "__module__", None) != module.__name__:
-            continue
-        found.append(declared.with_origin(version=version, origin=origin))
-    return found
-
-
-def _import_source(path: Path, source: bytes, version: str) -> ModuleType:
-    name = f"riak_events_plugin_{path.stem}_{version}"
-    spec = importlib.util.spec_from_file_location(name, path)
-    if spec is None or spec.loader is None:
-        raise ImportError(f"cannot make an import spec for {path}")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module  # dataclasses and pickling look the module up by name
-    try:
-        code = compile(source, str(path), "exec")
-        exec(code, module.__dict__)
-    except BaseException:
-        sys.modules.pop(name, None)
-        raise
-    return module
-
-
 def load_file(path: Path, *, check_in_child: bool = False) -> list[Substream]:
     """Import one plugin file and return the substreams it declares.
 
@@ -116,28 +85,12 @@ def load_file(path: Path, *, check_in_child: bool = False) -> list[Substream]:
     Raises:
         PluginLoadError: it does not import, or declares no substream.
     """
-    origin = str(path)
-    try:
-        source = path.read_bytes()
-    except OSError as e:
-        raise PluginLoadError(origin, f"cannot read: {e}") from e
-    version = version_of(source)
+    source = read_source(path)
     if check_in_child:
-        from substreams.sandbox import check_import  # noqa: PLC0415 (sandbox imports us)
-
         problem = check_import(path, timeout_s=IMPORT_TIMEOUT_S)
         if problem is not None:
-            raise PluginLoadError(origin, problem)
-    try:
-        module = _import_source(path, source, version)
-    except BaseException as e:  # a plugin may raise anything at import, even SystemExit
-        if isinstance(e, KeyboardInterrupt | SoftTimeout):
-            raise
-        raise PluginLoadError(origin, _summary(e)) from e
-    found = _declared_in(module, version=version, origin=origin)
-    if not found:
-        raise PluginLoadError(origin, "declares no @substream function")
-    return found
+            raise PluginLoadError(str(path), problem)
+    return import_file(path, source)
 
 
 def load_entry_points(report: LoadReport, group: str = defaults.ENTRY_POINT_GROUP) -> None:
@@ -153,13 +106,13 @@ def load_entry_points(report: LoadReport, group: str = defaults.ENTRY_POINT_GROU
         except BaseException as e:
             if isinstance(e, KeyboardInterrupt):
                 raise
-            report.failures.append(PluginLoadError(origin, _summary(e)))
+            report.failures.append(PluginLoadError(origin, summary(e)))
             continue
         module = obj if isinstance(obj, ModuleType) else sys.modules.get(obj.__module__)
         source_file = getattr(module, "__file__", None)
         version = version_of(Path(source_file).read_bytes()) if source_file else ""
         if isinstance(obj, ModuleType):
-            found = _declared_in(obj, version=version, origin=origin)
+            found = declared_in(obj, version=version, origin=origin)
         else:
             declared = declaration_of(obj)
             found = (

@@ -41,6 +41,7 @@ from typing import Any
 from substreams.errors import PluginLoadError, SignatureRejected
 from substreams.loader import IMPORT_TIMEOUT_S
 from substreams.registry import RegistryEntry, registry_path
+from substreams.sandbox import check_import
 from substreams.signing import TrustedKeys
 
 log = logging.getLogger(__name__)
@@ -68,8 +69,6 @@ def install(entry: RegistryEntry, directory: Path, trust: TrustedKeys) -> str:
         PluginLoadError: it does not load in the sandboxed child, or declares other
             substreams than its entry says.
     """
-    from substreams.sandbox import check_import  # noqa: PLC0415 (the sandbox imports the loader)
-
     source = entry.source.encode("utf-8")
     signer = trust.verify(entry.file, source, entry.signature, entry.signer)
     target = directory / entry.file

@@ -57,6 +57,7 @@ from pathlib import Path
 from substreams.api import Context, Event, Substream
 from substreams.child import Job, Reported, SandboxViolation, Unencodable, child_main
 from substreams.errors import PluginLoadError, SubstreamError
+from substreams.plugin_file import import_file
 from substreams.protocol import (
     EXIT_MEMORY,
     HEADER,
@@ -517,11 +518,10 @@ def check_import(
         timeout_s: the import's wall-clock limit, seconds.
         expect: the substream names it must declare (a registry entry's), or None.
     """
-    from substreams.loader import load_file  # noqa: PLC0415 (the loader imports us lazily)
 
     def target() -> bytes:
         try:
-            found = load_file(path)
+            found = import_file(path)
         except PluginLoadError as e:
             raise Reported(e.reason) from None
         return ",".join(s.name for s in found).encode()

@@ -14,16 +14,12 @@ run Spark's Python workers with the interpreter it is installed in (``PYSPARK_PY
 
 from __future__ import annotations
 
-from consumer_lib.spark.source import (
-    SCHEMA,
-    RiakEventsDataSource,
-    RiakEventsReader,
-    SourceOptions,
-    SparkSourceError,
-)
+from consumer_lib.errors import SparkSourceError
+from consumer_lib.spark.datasource import RiakEventsDataSource
+from consumer_lib.spark.source import SCHEMA, RiakEventsReader, SourceOptions
 from consumer_lib.spark.stream import RiakEventsStreamReader
-from consumer_lib.spark.substream_source import SUBSTREAM_SCHEMA, load_substream
-from consumer_lib.spark.view import load_events, register
+from consumer_lib.spark.substream_source import SUBSTREAM_SCHEMA
+from consumer_lib.spark.view import load_events, load_substream, register
 
 __all__ = [
     "SCHEMA",

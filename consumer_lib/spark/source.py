@@ -1,4 +1,5 @@
-"""The ``riak-events`` batch data source (Spark 4's Python data source API).
+"""The batch reader of the ``riak-events`` data source (Spark 4's Python data source
+API; :mod:`consumer_lib.spark.datasource` hands it out).
 
     spark.dataSource.register(RiakEventsDataSource)
     df = (spark.read.format("riak-events")
@@ -47,12 +48,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
-from pyspark.sql.datasource import (
-    DataSource,
-    DataSourceReader,
-    DataSourceStreamReader,
-    InputPartition,
-)
+from pyspark.sql.datasource import DataSourceReader, InputPartition
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import LongType, StringType, StructField, StructType, VariantType
 
@@ -68,7 +64,6 @@ __all__ = [
     "JSON_SCHEMA",
     "SCHEMA",
     "EpochSlice",
-    "RiakEventsDataSource",
     "RiakEventsReader",
     "SourceOptions",
     "SparkSourceError",
@@ -209,45 +204,6 @@ class EpochSlice(InputPartition):
         super().__init__((start, stop))
         self.start = start
         self.stop = stop
-
-
-class RiakEventsDataSource(DataSource):
-    """``spark.read.format("riak-events")``: see the module docstring."""
-
-    @classmethod
-    def name(cls) -> str:
-        return "riak-events"
-
-    def schema(self) -> StructType:
-        if self.options.get("substream"):
-            from consumer_lib.spark.substream_source import SUBSTREAM_SCHEMA  # noqa: PLC0415
-
-            return SUBSTREAM_SCHEMA
-        return source_schema(self.options)
-
-    def reader(self, schema: StructType) -> DataSourceReader:
-        """The full stream's reader, or a substream's with the ``substream`` option.
-
-        Raises:
-            SparkSourceError: bad options.
-        """
-        if self.options.get("substream"):
-            from consumer_lib.spark import substream_source  # noqa: PLC0415 (imports us)
-
-            return substream_source.SubstreamSourceReader(
-                substream_source.SubstreamOptions.parse(self.options)
-            )
-        return RiakEventsReader(SourceOptions.parse(self.options))
-
-    def streamReader(self, schema: StructType) -> DataSourceStreamReader:  # noqa: N802
-        """The streaming reader (:mod:`consumer_lib.spark.stream`).
-
-        Raises:
-            SparkSourceError: bad options.
-        """
-        from consumer_lib.spark.stream import RiakEventsStreamReader  # noqa: PLC0415
-
-        return RiakEventsStreamReader(self.options)
 
 
 class RiakEventsReader(DataSourceReader):

@@ -70,6 +70,7 @@ from pyspark.sql.streaming.datasource import (
 
 from consumer_lib import defaults
 from consumer_lib.spark.source import EpochSlice, RiakEventsReader, SourceOptions, SparkSourceError
+from consumer_lib.spark.substream_source import SubstreamOptions, SubstreamSourceReader
 from eventstore.names import DEFAULT_NAMESPACES, MetadataKey
 from eventstore.riak import RiakClient
 
@@ -189,11 +190,7 @@ class RiakEventsStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
 
     def _slice_reader(self) -> DataSourceReader:
         if self._batch.get("substream"):
-            from consumer_lib.spark import substream_source  # noqa: PLC0415
-
-            return substream_source.SubstreamSourceReader(
-                substream_source.SubstreamOptions.parse(self._batch)
-            )
+            return SubstreamSourceReader(SubstreamOptions.parse(self._batch))
         return RiakEventsReader(SourceOptions.parse(self._batch))
 
     def initialOffset(self) -> Offset:  # noqa: N802

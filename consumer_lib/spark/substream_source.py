@@ -3,7 +3,7 @@
     df = (spark.read.format("riak-events").option("nodes", url).option("dc", "ams4")
           .option("start", 1700000000).option("end", 1700000300)
           .option("substream", "web_5xx").load())
-    load_substream(spark, substream="web_5xx", nodes=url, dc="ams4", start=..., end=...)
+    load_substream(spark, substream="web_5xx", nodes=url, dc="ams4", start=..., end=...)  # view.py
 
 One row per chunk the substream reads (its declared types/subtypes, and the ``types``
 option), resolved exactly as :meth:`consumer_lib.EventsClient.substream` resolves it:
@@ -33,12 +33,12 @@ result_json    string      the result as JSON text (null for a gap); byte string
                            become text (UTF-8, invalid bytes replaced)
 =============  ==========  =======================================================
 
-:func:`load_substream` adds ``result`` as VARIANT (``parse_json``). Options on top of
-the batch source's (``nodes``, ``dc``, ``start``, ``end``, ``types``,
-``epochs_per_partition``, ``timeout_s``): ``substream`` (the name), ``fallback``
-(``auto`` default, ``off``, ``always``), ``plugin_dirs`` (comma-separated directories
-holding the plugin, as the companions' ``plugin_dirs``; they must exist on every
-executor), ``entry_points`` (``true``: also installed ``riak_events.substreams``
+:func:`consumer_lib.spark.view.load_substream` adds ``result`` as VARIANT
+(``parse_json``). Options on top of the batch source's (``nodes``, ``dc``, ``start``,
+``end``, ``types``, ``epochs_per_partition``, ``timeout_s``): ``substream`` (the name),
+``fallback`` (``auto`` default, ``off``, ``always``), ``plugin_dirs`` (comma-separated
+directories holding the plugin, as the companions' ``plugin_dirs``; they must exist on
+every executor), ``entry_points`` (``true``: also installed ``riak_events.substreams``
 plugins), ``accept_other_versions`` (``false``).
 
 Failure semantics: those of :mod:`consumer_lib.substream`: a plugin failing in the
@@ -57,9 +57,7 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
-from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.datasource import DataSourceReader, InputPartition
-from pyspark.sql.functions import col, parse_json
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
@@ -78,7 +76,6 @@ __all__ = [
     "SUBSTREAM_SCHEMA",
     "SubstreamOptions",
     "SubstreamSourceReader",
-    "load_substream",
     "result_json",
 ]
 
@@ -261,24 +258,4 @@ def _batch(rows: list[SubstreamResult], schema: pa.Schema) -> pa.RecordBatch:
     ]
     return pa.RecordBatch.from_arrays(
         [pa.array(c, type=f.type) for c, f in zip(columns, schema, strict=True)], schema=schema
-    )
-
-
-def load_substream(spark: SparkSession, **options: object) -> DataFrame:
-    """The results of a substream with ``result`` as VARIANT (``parse_json`` of
-    ``result_json``); options as the module docstring (``substream`` required).
-
-    Raises:
-        SparkSourceError: bad options (when the DataFrame is created).
-    """
-    from consumer_lib.spark.view import register  # noqa: PLC0415 (view imports the source)
-
-    register(spark)
-    reader = spark.read.format("riak-events")
-    for name, value in options.items():
-        reader = reader.option(name, str(value))
-    raw = reader.load()
-    return raw.select(
-        *[c for c in raw.columns if c != "result_json"],
-        parse_json(col("result_json")).alias("result"),
     )

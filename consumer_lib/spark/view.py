@@ -1,12 +1,15 @@
-"""The user-facing DataFrame: the source's rows with the event as VARIANT."""
+"""The user-facing DataFrames: the source's rows with the event as VARIANT
+(:func:`load_events`), a substream's with the result as VARIANT (:func:`load_substream`)."""
 
 from __future__ import annotations
 
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.functions import col, parse_json
 
-from consumer_lib.spark.source import RiakEventsDataSource, SparkSourceError
+from consumer_lib.errors import SparkSourceError
+from consumer_lib.spark.datasource import RiakEventsDataSource
 
-__all__ = ["load_events", "register"]
+__all__ = ["load_events", "load_substream", "register"]
 
 
 def register(spark: SparkSession) -> None:
@@ -40,3 +43,29 @@ def load_events(spark: SparkSession, **options: object) -> DataFrame:
     for name, value in options.items():
         reader = reader.option(name, str(value))
     return reader.load()
+
+
+def load_substream(spark: SparkSession, **options: object) -> DataFrame:
+    """The results of a substream with ``result`` as VARIANT (``parse_json`` of
+    ``result_json``).
+
+    Args:
+        spark: the session (the source is registered in it).
+        options: the options of :mod:`consumer_lib.spark.substream_source`
+            (``substream`` required); values are passed as strings.
+
+    Returns:
+        The DataFrame (lazy: nothing is read until an action runs).
+
+    Raises:
+        SparkSourceError: bad options (when the DataFrame is created).
+    """
+    register(spark)
+    reader = spark.read.format(RiakEventsDataSource.name())
+    for name, value in options.items():
+        reader = reader.option(name, str(value))
+    raw = reader.load()
+    return raw.select(
+        *[c for c in raw.columns if c != "result_json"],
+        parse_json(col("result_json")).alias("result"),
+    )

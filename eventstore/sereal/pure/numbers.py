@@ -8,12 +8,20 @@ exactly as the compiled core's floats.c does.
 from __future__ import annotations
 
 import struct
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from eventstore.sereal.errors import TruncatedInput
 
-if TYPE_CHECKING:
-    from eventstore.sereal.pure.decoder import _Decoder
+
+class _Decoder(Protocol):
+    """What the handlers read of the decoder (``eventstore.sereal.pure.decoder``, which
+    imports this module: a protocol, so this one need not import it back)."""
+
+    data: bytes
+    end: int
+
+    def varint(self, pos: int) -> tuple[int, int]: ...
+
 
 _unpack_float = struct.Struct("<f").unpack_from
 _unpack_double = struct.Struct("<d").unpack_from

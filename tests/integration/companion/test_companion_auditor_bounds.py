@@ -5,8 +5,9 @@ so epochs older than NOW - 12 are the cursor's, younger ones the window's):
 - at most ``audit_max_keys`` keys per round, the cursor's epochs oldest first, the next
   round going on where the cap stopped the last one; the dcs learned from key groups;
 - the persisted cursor moves only over epochs confirmed complete: an epoch whose
-  repairs are admitted stays pending until a later visit finds nothing missing, and a
-  new auditor (a restarted master) starts from the saved cursor;
+  repairs are admitted stays pending (not posted again while they run) until a later
+  visit finds nothing missing, and a new auditor (a restarted master) starts from the
+  saved cursor;
 - the cursor never passes an epoch whose metadata was unreadable (the store stopped),
   nor one whose results were unreadable; once the store is back it goes on from there;
 - epochs older than ``audit_horizon_s`` are given up, counted and kept in the file.
@@ -130,8 +131,15 @@ def test_an_epoch_with_repairs_stays_pending_until_confirmed_and_the_cursor_surv
     status = read_audit_status(tmp_path, settled=NOW - LOOKBACK)
     assert status[dc] == {"cursor": NOW - 15, "lag_s": 3.0, "pending": 1, "given_up": 0}
     del answers.script[(NOW - 15, dc)]
+    # Its repairs were just admitted: not posted again before they can be done (they
+    # would be admitted twice), still pending.
     second.run_once()
-    assert second.cursors[dc].pending == []
+    assert answers.posted == [(NOW - 15, dc, 2)]
+    assert second.cursors[dc].pending == [NOW - 15]
+    third = make_auditor(riak, tmp_path, dc, answers)  # (or the same, seconds later)
+    third.run_once()
+    assert answers.posted[1:] == [(NOW - 15, dc, 2)]
+    assert third.cursors[dc].pending == []
     assert CursorFile(tmp_path).load()[dc].oldest() == CAUGHT_UP
 
 

@@ -39,8 +39,8 @@ def canonical_json(text: str | None) -> str | None:
 def test_substream_rows_equal_consumer_lib_with_fallback(
     spark: Any, session_devnode: Any, epoch_writer: Any, tmp_path: Path
 ) -> None:
-    from consumer_lib.spark import register
-    from consumer_lib.spark.substream_source import load_substream, result_json
+    from consumer_lib.spark import load_substream, register
+    from consumer_lib.spark.substream_source import result_json
 
     name = f"hosts_{random.randrange(10**9)}"
     plugins = tmp_path / "plugins"
