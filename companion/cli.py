@@ -1,7 +1,8 @@
 """``riak-events companion``: serve the companion under gunicorn with pre-forked workers.
 
-Every option can also be given as ``RIAK_EVENTS_COMPANION_<OPTION>`` (e.g.
-``RIAK_EVENTS_COMPANION_CONFIG``, ``RIAK_EVENTS_COMPANION_NODE``). The old names
+The options come from ``companion/options.py`` (flag, type, bounds, help and the one
+environment variable each reads, shown in ``--help``: ``RIAK_EVENTS_COMPANION_NODE``,
+``..._NODE_NAME``, ``..._WORKERS``...; ``--config`` reads ``..._CONFIG``). The old names
 ``--riak`` and ``--zk-hosts`` are hidden aliases of ``--node`` and ``--zookeeper``; a
 node URL without ``http://`` is refused before gunicorn starts. gunicorn runs in
 this process as the master (``-k asgi``: gunicorn's native ASGI worker); each worker
@@ -26,9 +27,10 @@ from typing import Any
 import click
 
 from companion import defaults
+from companion.options import OPTIONS
 from companion.settings import CompanionSettings, load
 from eventstore.dirlock import DirectoryLock, DirectoryLocked, lock_directory
-from eventstore.options import aliased_option, check_node_urls
+from eventstore.options import check_node_urls
 from eventstore.settings import SettingsError
 
 log = logging.getLogger(__name__)
@@ -178,47 +180,15 @@ def _warn_missing_dirs(settings: CompanionSettings, config: Path | None) -> None
     type=click.Path(exists=True, dir_okay=False, path_type=Path),
     help="TOML settings file (see companion/example-config.toml).",
 )
-@click.option(
-    "--listen", metavar="HOST:PORT", help=f"Address to serve on. [default: {defaults.LISTEN}]"
-)
-@click.option(
-    "--node-name",
-    "node",
-    help="This node's logical name (ZooKeeper, status page), [companion] node.",
-)
-@click.option("--workers", type=click.IntRange(1, 256), help="gunicorn worker processes.")
-@click.option("--threads", type=click.IntRange(1, 256), help="Chunk threads per worker.")
-@click.option(
-    "--state-dir",
-    type=click.Path(file_okay=False, path_type=Path),
-    help="State directory (metrics, status, disabled markers, registry plugins).",
-)
-@click.option(
-    "--plugin-dir",
-    "plugin_dirs",
-    multiple=True,
-    type=click.Path(file_okay=False, path_type=Path),
-    help="A plugins directory (repeatable; replaces [companion] plugin_dirs).",
-)
-@click.option("--peer", "peers", multiple=True, help="An allowed peer address or network.")
-@aliased_option(
-    "--node",
-    "riak_nodes",
-    multiple=True,
-    aliases=("--riak",),
-    alias_envvars=("RIAK_EVENTS_COMPANION_RIAK_NODES",),
-    envvar="RIAK_EVENTS_COMPANION_NODE",
-    callback=lambda ctx, param, value: _riak_urls(value),
-    help="This node's Riak HTTP URL, http://HOST:PORT (repeatable; replaces [riak] nodes).",
-)
-@aliased_option(
-    "--zookeeper",
-    "zk_hosts",
-    aliases=("--zk-hosts",),
-    alias_envvars=("RIAK_EVENTS_COMPANION_ZK_HOSTS",),
-    envvar="RIAK_EVENTS_COMPANION_ZOOKEEPER",
-    help="ZooKeeper hosts HOST:PORT[,...] (empty: none; replaces [zookeeper] hosts).",
-)
+@OPTIONS.click("listen", metavar="HOST:PORT")
+@OPTIONS.click("node")
+@OPTIONS.click("workers")
+@OPTIONS.click("threads")
+@OPTIONS.click("state_dir")
+@OPTIONS.click("plugin_dirs")
+@OPTIONS.click("peers")
+@OPTIONS.click("riak_nodes", callback=lambda ctx, param, value: _riak_urls(value))
+@OPTIONS.click("zk_hosts")
 def companion(config: Path | None, **overrides: Any) -> None:
     """Run substreams next to the data: receive key groups from the hook, run every
     plugin sandboxed on each chunk, store the results."""

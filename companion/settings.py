@@ -1,59 +1,12 @@
 """The companion's settings: one frozen object, parsed and validated once at start.
 
 Sources, later ones winning: ``defaults.py``; the TOML file (``--config``); the CLI
-flags, each also read from ``RIAK_EVENTS_COMPANION_<OPTION>``. Relative paths in the
-file are relative to the file's directory; on the command line, to the current
-directory; the default state directory is ``var/companion`` under the current directory.
-See ``companion/example-config.toml``::
-
-    [companion]
-    listen = "127.0.0.1:5000"
-    node = "dev1@127.0.0.1"          # this node's logical name (ZooKeeper, auditor)
-    workers = 2
-    threads = 2
-    max_parallel = 4
-    isolation = "chunk"              # or "substream": see companion/defaults.py
-    queue_max = 64
-    max_wait_s = 2.0
-    peers = ["127.0.0.1", "::1"]
-    status_peers = ["127.0.0.1", "::1"]  # who may GET / and /v1/status
-    metrics_peers = ["127.0.0.1", "::1"] # who may GET /metrics (default: status_peers)
-    hide_addresses = false           # hide the Riak/ZooKeeper addresses on the status page
-    plugin_dirs = ["plugins"]
-    entry_points = true
-    check_plugins_in_child = true
-    state_dir = "var/companion"      # default: var/companion under the current directory
-    disable_after = 5
-    timeout_cap_s = 5.0
-    memory_cap_mb = 1024
-    max_result_bytes_cap = 1048576
-    max_decoded_bytes = 67108864     # what one chunk may decode to, bytes, and
-    max_decoded_ratio = 64.0         #   times its stored size (at least 16 MiB)
-    audit_interval_s = 10.0          # 0: no auditor
-    audit_lookback_s = 120
-    audit_max_keys = 2000            # chunk keys checked per round, at most
-    audit_min_keys = 200             # ... at least, even while the inbox is busy
-    audit_round_max_s = 5.0          # seconds one round may take, at most
-    audit_horizon_s = 3600           # older epochs are given up (counted, logged)
-    audit_dcs = ["dc1"]              # audited besides the dcs of received key groups
-
-    [ring]                           # for the auditor: which chunks are this node's
-    nodes = ["dev1@127.0.0.1", "dev2@127.0.0.1"]   # empty: every chunk (one node)
-    ring_size = 64
-    n_val = 3                        # of the events bucket type
-
-    [riak]                           # eventstore.riak.settings.RiakSettings
-    nodes = ["http://127.0.0.1:8098"]
-
-    [namespaces]                     # eventstore.names.Namespaces
-    events_bucket_type = "events"
-
-    [zookeeper]
-    hosts = ""                       # "127.0.0.1:2181"; empty: no ZooKeeper
-    root = "/riak-events"
-    auth = ""                        # digest "user:password" (the registry is world-readable)
-    trusted_keys = ["keys/release.pub"]  # registry plugins run only if one of these signed
-    session_timeout_s = 10.0
+flags, each also read from the environment variable declared with it. Every option
+(key, type, default, bounds, help, flag, variable) is declared once, in
+``companion/options.py``; the loader below, ``cli.py`` and ``example-config.toml`` (every
+key, annotated) follow from it. Relative paths in the file are relative to the file's
+directory; on the command line, to the current directory; the default state directory
+is ``var/companion`` under the current directory.
 """
 
 from __future__ import annotations
@@ -65,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from companion import defaults
+from companion.options import OPTIONS
 from eventstore.blob import DecodeLimits
 from eventstore.errors import InvalidName
 from eventstore.names import Namespaces
@@ -172,135 +126,38 @@ class CompanionSettings:
         return False
 
 
-_COMPANION_KEYS = {
-    "listen",
-    "node",
-    "workers",
-    "threads",
-    "max_parallel",
-    "isolation",
-    "quarantine",
-    "queue_max",
-    "max_wait_s",
-    "peers",
-    "status_peers",
-    "metrics_peers",
-    "hide_addresses",
-    "plugin_dirs",
-    "entry_points",
-    "check_plugins_in_child",
-    "state_dir",
-    "disable_after",
-    "timeout_cap_s",
-    "memory_cap_mb",
-    "max_result_bytes_cap",
-    "max_decoded_bytes",
-    "max_decoded_ratio",
-    "reload_interval_s",
-    "status_interval_s",
-    "audit_interval_s",
-    "audit_lookback_s",
-    "audit_max_keys",
-    "audit_min_keys",
-    "audit_round_max_s",
-    "audit_horizon_s",
-    "audit_dcs",
-}
-_POSITIVE_INTS = {"workers", "threads", "max_parallel", "queue_max", "disable_after"}
-_POSITIVE_INTS |= {"memory_cap_mb", "max_result_bytes_cap", "audit_lookback_s", "audit_max_keys"}
-_POSITIVE_INTS |= {"max_decoded_bytes", "audit_min_keys", "audit_horizon_s"}
-_POSITIVE_FLOATS = {"max_wait_s", "timeout_cap_s", "reload_interval_s", "status_interval_s"}
-_POSITIVE_FLOATS |= {"max_decoded_ratio", "audit_round_max_s"}
-
-
 def load(config: Path | None = None, **overrides: Any) -> CompanionSettings:
     """Build the settings from defaults, the TOML file and CLI overrides.
 
+    Every key and bound is declared once in :data:`companion.options.OPTIONS`.
+
     Args:
         config: the TOML file, or ``None`` for the defaults alone.
-        overrides: values from the CLI (``None`` values are ignored): ``listen``,
-            ``node``, ``workers``, ``threads``, ``state_dir``, ``plugin_dirs``,
-            ``peers``, ``riak_nodes``, ``zk_hosts``.
+        overrides: values from the CLI, by option ``dest`` (``None`` and ``()`` are
+            ignored): ``listen``, ``node``, ``workers``, ``threads``, ``state_dir``,
+            ``plugin_dirs``, ``peers``, ``riak_nodes``, ``zk_hosts``.
 
     Raises:
-        SettingsError: naming the file and key at fault.
+        SettingsError: naming the file (or flag) and key at fault.
     """
     source = str(config) if config else "settings"
     base_dir = config.parent if config else Path.cwd()
     data = read_toml(config)
-    unknown_keys(data, {"companion", "riak", "namespaces", "zookeeper", "ring"}, source=source)
-    ring = table(data, "ring", source=source)
-    unknown_keys(ring, {"nodes", "ring_size", "n_val"}, source=f"{source} [ring]")
-    section = dict(table(data, "companion", source=source))
-    unknown_keys(section, _COMPANION_KEYS, source=f"{source} [companion]")
-    zk = table(data, "zookeeper", source=source)
-    unknown_keys(
-        zk,
-        {"hosts", "root", "health_interval_s", "session_timeout_s", "auth", "trusted_keys"},
-        source=f"{source} [zookeeper]",
-    )
+    values = OPTIONS.parse(data, source=source, base_dir=base_dir)
     riak_table = dict(table(data, "riak", source=source))
 
-    given = {k: v for k, v in overrides.items() if v is not None and v != ()}
-    for name in ("listen", "node", "workers", "threads"):
-        if name in given:
-            section[name] = given[name]
-    # Paths given on the command line are relative to the current directory, not the file.
-    if "state_dir" in given:
-        section["state_dir"] = str(Path(given["state_dir"]).absolute())
-    if "plugin_dirs" in given:
-        section["plugin_dirs"] = [str(Path(p).absolute()) for p in given["plugin_dirs"]]
-    if "peers" in given:
-        section["peers"] = list(given["peers"])
-    if "riak_nodes" in given:
-        riak_table["nodes"] = list(given["riak_nodes"])
-    zk_hosts = str(given.get("zk_hosts", zk.get("hosts", defaults.ZK_HOSTS)))
+    values.update(OPTIONS.overrides(overrides))
+    if "riak_nodes" in values:
+        riak_table["nodes"] = list(values.pop("riak_nodes"))
 
     where = f"{source} [companion]"
-    values: dict[str, Any] = {}
-    host, port = parse_listen(str(section.pop("listen", defaults.LISTEN)), source=where)
+    host, port = parse_listen(str(values.pop("listen", defaults.LISTEN)), source=where)
     values["host"], values["port"] = host, port
-    for name, value in section.items():
-        if name in _POSITIVE_INTS:
-            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-                raise SettingsError(f"{where}: {name} must be a positive integer, not {value!r}")
-            values[name] = value
-        elif name in _POSITIVE_FLOATS or name == "audit_interval_s":
-            if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
-                raise SettingsError(f"{where}: {name} must be a non-negative number")
-            if name in _POSITIVE_FLOATS and value == 0:
-                raise SettingsError(f"{where}: {name} must be positive")
-            values[name] = float(value)
-        elif name in ("entry_points", "check_plugins_in_child", "hide_addresses", "quarantine"):
-            if not isinstance(value, bool):
-                raise SettingsError(f"{where}: {name} must be true or false")
-            values[name] = value
-        elif name in ("peers", "status_peers", "metrics_peers", "audit_dcs"):
-            if not isinstance(value, list) or not all(isinstance(p, str) for p in value):
-                raise SettingsError(f"{where}: {name} must be a list of strings")
-            values[name] = tuple(value)
-        elif name == "plugin_dirs":
-            if not isinstance(value, list) or not all(isinstance(p, str) for p in value):
-                raise SettingsError(f"{where}: plugin_dirs must be a list of paths")
-            values[name] = tuple(base_dir / p for p in value)
-        elif name == "state_dir":
-            values[name] = base_dir / str(value)
-        elif name == "node":
-            values[name] = str(value)
-        elif name == "isolation":
-            if value not in ("substream", "chunk"):
-                raise SettingsError(f'{where}: isolation must be "substream" or "chunk"')
-            values[name] = value
+    if "plugin_dirs" in values:
+        values["plugin_dirs"] = tuple(Path(p) for p in values["plugin_dirs"])
+    if "state_dir" in values:
+        values["state_dir"] = Path(values["state_dir"])
     values.setdefault("metrics_peers", values.get("status_peers", defaults.STATUS_PEERS))
-    for peer in (
-        *values.get("peers", ()),
-        *values.get("status_peers", ()),
-        *values["metrics_peers"],
-    ):
-        try:
-            ipaddress.ip_network(peer, strict=False)
-        except ValueError as e:
-            raise SettingsError(f"{where}: peer {peer!r} is not an IP address or network") from e
     values["riak"] = RiakSettings.from_mapping(riak_table, source=f"{source} [riak]")
     for url in values["riak"].nodes:  # refused here, before gunicorn forks any worker
         problem = node_url_error(url)
@@ -313,39 +170,19 @@ def load(config: Path | None = None, **overrides: Any) -> CompanionSettings:
         values["namespaces"] = Namespaces(**{k: str(v) for k, v in namespaces.items()})
     except InvalidName as e:
         raise SettingsError(f"{source} [namespaces]: {e}") from e
-    nodes = ring.get("nodes", [])
-    if not isinstance(nodes, list) or not all(isinstance(n, str) for n in nodes):
-        raise SettingsError(f"{source} [ring]: nodes must be a list of node names")
-    values["ring_nodes"] = tuple(nodes)
-    for name, default in (("ring_size", 64), ("n_val", 3)):
-        value = ring.get(name, default)
-        if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-            raise SettingsError(f"{source} [ring]: {name} must be a positive integer")
-        values[name] = value
+    nodes = values.get("ring_nodes", ())
     if nodes and values.get("node", "") not in nodes:
         raise SettingsError(f"{source}: [companion] node must be one of [ring] nodes")
-    values["zk_hosts"] = zk_hosts
-    values["zk_root"] = "/" + str(zk.get("root", defaults.ZK_ROOT)).strip("/")
-    interval = zk.get("health_interval_s", defaults.ZK_HEALTH_INTERVAL_S)
-    if isinstance(interval, bool) or not isinstance(interval, int | float) or interval <= 0:
-        raise SettingsError(f"{source} [zookeeper]: health_interval_s must be a positive number")
-    values["zk_health_interval_s"] = float(interval)
-    session = zk.get("session_timeout_s", defaults.ZK_SESSION_TIMEOUT_S)
-    if isinstance(session, bool) or not isinstance(session, int | float) or session <= 0:
-        raise SettingsError(f"{source} [zookeeper]: session_timeout_s must be a positive number")
-    values["zk_session_timeout_s"] = float(session)
-    values.update(_registry_trust(zk, base_dir, f"{source} [zookeeper]"))
+    values["zk_root"] = "/" + str(values.get("zk_root", defaults.ZK_ROOT)).strip("/")
+    values["trusted_keys"] = _trusted_keys(
+        values.get("trusted_keys", ()), base_dir, f"{source} [zookeeper]"
+    )
     return replace(CompanionSettings(), **values)
 
 
-def _registry_trust(zk: Mapping[str, Any], base_dir: Path, where: str) -> dict[str, Any]:
-    """``auth`` (digest ``user:password``) and ``trusted_keys`` (key files, relative to
-    the config file, or base64 keys), each key checked now."""
-    auth, keys = zk.get("auth", ""), zk.get("trusted_keys", [])
-    if not isinstance(auth, str) or (auth and ":" not in auth):
-        raise SettingsError(f'{where}: auth must be "user:password"')
-    if not isinstance(keys, list) or not all(isinstance(k, str) for k in keys):
-        raise SettingsError(f"{where}: trusted_keys must be a list of key files or base64 keys")
+def _trusted_keys(keys: tuple[str, ...], base_dir: Path, where: str) -> tuple[str, ...]:
+    """``trusted_keys`` (key files, relative to the config file, or base64 keys), each
+    key checked now."""
     resolved = tuple(
         k if is_inline_key(k) or Path(k).is_absolute() else str(base_dir / k) for k in keys
     )
@@ -353,7 +190,7 @@ def _registry_trust(zk: Mapping[str, Any], base_dir: Path, where: str) -> dict[s
         TrustedKeys.load(resolved)
     except InvalidSigningKey as e:
         raise SettingsError(f"{where}: {e}") from e
-    return {"zk_auth": auth, "trusted_keys": resolved}
+    return resolved
 
 
 def as_mapping(settings: CompanionSettings) -> Mapping[str, Any]:
