@@ -1,5 +1,6 @@
-"""Client-side fallback throughput: the old in-process plugin run against the sandboxed
-run (the companion's sandbox, one forked child per chunk), in the same run.
+"""Client-side fallback throughput: the old in-process plugin run, the sandboxed run
+forked from the caller (one child per chunk), and the sandboxed run forked from the
+fork server (the library's default), in the same run.
 
 A devnode receives ``--epochs`` epochs of ``--events`` realistic events each (one dc,
 grouped by type/subtype, chunked at 500 KB as relocators do). For each shipped example
@@ -7,26 +8,33 @@ plugin, two measurements, each the best of ``--repeat``:
 
 1. **End to end**: the substream read by fallback only (``fallback="always"``:
    metadata, full chunks fetched, verified, decoded, the plugin run, results in order),
-   through ``consumer_lib.substream.results`` with ``--concurrency`` threads, once with
-   an in-process run of the plugin (the library before issue 13: no deadline, no memory
-   limit) and once with the library's sandboxed run.
-2. **The run alone**: the same decoded chunks from memory, one thread, the plugin run
-   in-process (call + the stored form's encode + decode) against ``run_fallback``
-   (fork, limits, run, encode in the child, pipe, reap, decode): the fixed cost per
-   chunk of the sandbox.
+   through ``consumer_lib.substream.results`` with ``--concurrency`` threads: with an
+   in-process run of the plugin (the library before issue 13: no deadline, no memory
+   limit), with the child forked from the caller after its decode (``run_fallback``),
+   and through the fork server (verified bytes sent; its child decodes and runs).
+2. **The run alone**: the same chunks from memory, one thread: in-process (call + the
+   stored form's encode + decode) against ``run_fallback`` (fork of the caller, limits,
+   run, encode in the child, pipe, reap, decode) and ``run_served`` (the stored bytes
+   to the fork server, its child decodes and runs): the fixed cost per chunk.
 
-Both print chunks/s and events/s, and the ratio sandboxed / in-process; the results of
-both ways are checked equal.
+``--ballast-mb N`` makes the caller N MB larger first (touched memory, as a consumer or
+a Spark executor holding data): forking the caller grows with it, the fork server not.
+``--server-connections`` bounds the fork server's requests in flight (1: one at a time).
+Each prints chunks/s, events/s and the ratio to in-process; the results of every way
+are checked equal.
 
     .venv/bin/python bench/fallback_bench.py [--epochs 20] [--events 8000] [--repeat 3]
-                                             [--concurrency 4]
+        [--concurrency 4] [--ballast-mb 0] [--server-connections 4] [--json]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import functools
 import os
 import platform
+import resource
 import tempfile
 import time
 from collections.abc import Callable
@@ -35,8 +43,10 @@ from pathlib import Path
 from typing import Any
 
 from events import generate_events, store_epoch
+from report import emit, figure
 
-from consumer_lib.fallback import FallbackRun, run_fallback
+from consumer_lib.fallback import FallbackRun, run_fallback, run_served
+from consumer_lib.forkserver import ForkServer
 from consumer_lib.ranges import EpochRange
 from consumer_lib.store import Store
 from consumer_lib.substream import SubstreamReader, results
@@ -76,6 +86,29 @@ def best(repeat: int, run: Callable[[], Any]) -> tuple[float, Any]:
     return min(times), out
 
 
+def cpu_s(server: ForkServer | None = None) -> float:
+    """CPU seconds so far of this process, its reaped children (the sandboxed children
+    forked from it) and the fork server with its reaped children (the devnode, a child
+    not yet reaped, is not counted)."""
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+    total = own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
+    pid = None if server is None else server.pid
+    if pid is not None:
+        with contextlib.suppress(OSError):
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            total += sum(int(f) for f in fields[11:15]) / os.sysconf("SC_CLK_TCK")
+    return total
+
+
+def cpu_per_chunk(repeat: int, server: ForkServer, read: Callable[[], Any], chunks: int) -> float:
+    """CPU milliseconds per chunk of ``read`` (mean of ``repeat`` runs), all processes."""
+    before = cpu_s(server)
+    for _ in range(repeat):
+        read()
+    return (cpu_s(server) - before) * 1000 / repeat / chunks
+
+
 def row(label: str, chunks: int, events: int, secs: float, base: float | None) -> str:
     ratio = "" if base is None else f"{base / secs:8.2f}"
     return (
@@ -97,9 +130,9 @@ def write_range(url: str, first: int, epochs: int, per_epoch: int) -> None:
             store_epoch(riak, first + i, DC, events[start : start + per_epoch])
 
 
-def rss_mb() -> float:
-    """This process's resident set, MB (what each fork's page tables cover)."""
-    with open("/proc/self/status") as status:
+def rss_mb(pid: int | None = None) -> float:
+    """A process's resident set (default: this one), MB (what a fork's page tables cover)."""
+    with open(f"/proc/{pid or 'self'}/status") as status:
         for line in status:
             if line.startswith("VmRSS:"):
                 return int(line.split()[1]) / 1024
@@ -112,7 +145,11 @@ def main() -> None:
     parser.add_argument("--events", type=int, default=8000, help="events per epoch")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--concurrency", type=int, default=4)
+    parser.add_argument("--json", action="store_true", help="headline figures as JSON, last")
+    parser.add_argument("--ballast-mb", type=int, default=0, help="grow the caller first, MB")
+    parser.add_argument("--server-connections", type=int, default=4)
     args = parser.parse_args()
+    ballast = [bytearray(b"x" * 2**20) for _ in range(args.ballast_mb)]
 
     subs = sorted((s for p in plugin_files(EXAMPLES) for s in load_file(p)), key=lambda s: s.name)
     first = 1_700_100_000
@@ -128,18 +165,29 @@ def main() -> None:
                 f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
                 f"load {load:.1f}); best of {args.repeat}"
             )
-            for sub in subs:
-                bench_one(store, pool, sub, first, args)
+            server = ForkServer(max_connections=args.server_connections)
+            runs = [bench_one(store, pool, server, sub, first=first, args=args) for sub in subs]
+            print(f"  (fork server: {args.server_connections} connection(s), RSS "
+                  f"{rss_mb(server.pid):.0f} MB; ballast {len(ballast)} MB)")  # fmt: skip
+            server.close()
             pool.shutdown()
             store.close()
             print(f"load average after: {os.getloadavg()[0]:.1f}")
+            if args.json:
+                headline(runs)
         finally:
             devnode.stop()
 
 
 def bench_one(
-    store: Store, pool: ThreadPoolExecutor, sub: Substream, first: int, args: argparse.Namespace
-) -> None:
+    store: Store,
+    pool: ThreadPoolExecutor,
+    server: ForkServer,
+    sub: Substream,
+    *,
+    first: int,
+    args: argparse.Namespace,
+) -> dict[str, float]:
     epoch_range = EpochRange(first, first + args.epochs)
 
     def read(reader: SubstreamReader) -> list[Any]:
@@ -158,21 +206,36 @@ def bench_one(
 
     old = InProcessReader(store, sub.name, sub, fallback="always")
     new = SubstreamReader(store, sub.name, sub, fallback="always")
+    served = SubstreamReader(store, sub.name, sub, fallback="always", server=server)
     old_s, old_got = best(args.repeat, lambda: read(old))
     new_s, new_got = best(args.repeat, lambda: read(new))
+    srv_s, srv_got = best(args.repeat, lambda: read(served))
     assert [r.result for r in old_got] == [r.result for r in new_got], sub.name
-    assert {r.served for r in new_got} == {"fallback"}, {r.error for r in new_got}
+    assert [r.result for r in old_got] == [r.result for r in srv_got], sub.name
+    assert {r.served for r in new_got + srv_got} == {"fallback"}, {
+        r.error for r in new_got + srv_got
+    }
     keys = [r.key for r in new_got]
-    del old_got, new_got
+    del old_got, new_got, srv_got
     rss_reading = rss_mb()
     chunks = [(k, store.chunk(k).events) for k in keys]
+    blobs = {k: store.chunk_blob(k).value for k in keys}
     n_events = sum(len(e) for _, e in chunks)
     print(f"\n{sub.name}: {len(keys)} chunks, {n_events} events")
     print("  end to end (fetch, verify, decode, run)")
     print(HEADER)
     print(row("in-process (before)", len(keys), n_events, old_s, None))
-    print(row("sandboxed (after)", len(keys), n_events, new_s, old_s))
-    print(f"  (caller's RSS {rss_reading:.0f} MB)")
+    print(row("fork per chunk", len(keys), n_events, new_s, old_s))
+    print(row("fork server", len(keys), n_events, srv_s, old_s))
+    cpu = [
+        cpu_per_chunk(args.repeat, server, functools.partial(read, r), len(keys))
+        for r in (old, new, served)
+    ]
+    print(
+        f"  (caller's RSS {rss_reading:.0f} MB; CPU ms per chunk, every process but the "
+        f"devnode: in-process {cpu[0]:.1f}, fork per chunk {cpu[1]:.1f}, fork server "
+        f"{cpu[2]:.1f}: x {cpu[0] / cpu[2]:.2f})"
+    )
 
     def alone(runner: Callable[[Substream, list[Event], ChunkKey], FallbackRun]) -> list[Any]:
         return [runner(sub, events, key).result for key, events in chunks]
@@ -181,16 +244,71 @@ def bench_one(
         (run,) = run_fallback([plugin], events, key)
         return run
 
+    def via_server(plugin: Substream, events: list[Event], key: ChunkKey) -> FallbackRun:
+        (run,) = run_served(server, [plugin], blobs[key], key, store.decode_limits)
+        return run
+
     inp_s, inp = best(args.repeat, lambda: alone(in_process))
     box_s, box = best(args.repeat, lambda: alone(sandboxed))
-    assert inp == box, sub.name
-    print("  the run alone, decoded chunks in memory, 1 thread")
+    fs_s, fs = best(args.repeat, lambda: alone(via_server))
+    assert inp == box == fs, sub.name
+    print("  the run alone, chunks in memory (decoded, or stored bytes for the server), 1 thread")
     print(HEADER)
     print(row("in-process (before)", len(keys), n_events, inp_s, None))
-    print(row("sandboxed (after)", len(keys), n_events, box_s, inp_s))
+    print(row("fork per chunk", len(keys), n_events, box_s, inp_s))
+    print(row("fork server", len(keys), n_events, fs_s, inp_s))
     print(
-        f"  sandbox cost per chunk: {(box_s - inp_s) * 1000 / len(keys):.2f} ms "
-        f"(caller's RSS {rss_mb():.0f} MB, all {len(keys)} chunks decoded in memory)"
+        f"  cost per chunk over in-process: fork per chunk "
+        f"{(box_s - inp_s) * 1000 / len(keys):.2f} ms, fork server "
+        f"{(fs_s - inp_s) * 1000 / len(keys):.2f} ms (caller's RSS {rss_mb():.0f} MB, "
+        f"all {len(keys)} chunks in memory)"
+    )
+    return {
+        "chunks": len(keys),
+        "cpu_old_ms": cpu[0],
+        "cpu_new_ms": cpu[1],
+        "cpu_srv_ms": cpu[2],
+        "old_s": old_s,
+        "new_s": new_s,
+        "srv_s": srv_s,
+        "inp_s": inp_s,
+        "box_s": box_s,
+        "fs_s": fs_s,
+    }
+
+
+def headline(runs: list[dict[str, float]]) -> None:
+    """The figures bench/report.py shows: every example plugin's chunks together."""
+    chunks = sum(r["chunks"] for r in runs)
+    names = ("old_s", "new_s", "srv_s", "inp_s", "box_s", "fs_s")
+    total = {k: sum(r[k] for r in runs) for k in names}
+    emit(
+        [
+            figure(
+                f"fallback, sandboxed (fork server), end to end, {len(runs)} plugins",
+                chunks / total["srv_s"],
+                "chunks/s",
+                anchor="in-process, same run",
+                anchor_value=chunks / total["old_s"],
+            ),
+            figure(
+                f"fallback, sandboxed (fork per chunk), end to end, {len(runs)} plugins",
+                chunks / total["new_s"],
+                "chunks/s",
+                anchor="in-process, same run",
+                anchor_value=chunks / total["old_s"],
+            ),
+            figure(
+                "fallback, sandbox cost per chunk (run alone, fork server)",
+                (total["fs_s"] - total["inp_s"]) / chunks * 1000,
+                "ms",
+            ),
+            figure(
+                "fallback, sandbox cost per chunk (run alone, fork per chunk)",
+                (total["box_s"] - total["inp_s"]) / chunks * 1000,
+                "ms",
+            ),
+        ]
     )
 
 
