@@ -14,17 +14,31 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
+from companion.settings import CompanionSettings
 from eventstore.names import ChunkKey
-from eventstore.riak import NotFound, RiakError
-
-if TYPE_CHECKING:
-    from companion.worker import Engine
+from eventstore.riak import NotFound, RiakClient, RiakError
+from substreams.api import Substream
 
 log = logging.getLogger(__name__)
 
 __all__ = ["AuditAnswer", "audit_keys"]
+
+
+class _Engine(Protocol):
+    """What an audit uses of the worker's engine (:class:`companion.worker.Engine`, which
+    imports this module through the auditor: a protocol, so this one need not import
+    it back)."""
+
+    settings: CompanionSettings
+    riak: RiakClient
+
+    def matching(self, key: ChunkKey) -> list[Substream]: ...
+
+    def submit(
+        self, epoch: int, dc: str, keys: Sequence[ChunkKey], *, audit: bool = False
+    ) -> tuple[int, int]: ...
 
 
 @dataclass(frozen=True)
@@ -69,7 +83,7 @@ class AuditAnswer:
         return cls(**fields)
 
 
-def audit_keys(engine: Engine, epoch: int, dc: str, keys: Sequence[ChunkKey]) -> AuditAnswer:
+def audit_keys(engine: _Engine, epoch: int, dc: str, keys: Sequence[ChunkKey]) -> AuditAnswer:
     """Check ``keys`` (all of ``epoch``-``dc``) and admit those lacking a result.
 
     Blocking (one GET per key and substream at most): call it off the event loop.
@@ -103,7 +117,7 @@ def audit_keys(engine: Engine, epoch: int, dc: str, keys: Sequence[ChunkKey]) ->
     return AuditAnswer(len(missing), unreadable, accepted, shed)
 
 
-def _lacks_a_result(engine: Engine, key: ChunkKey) -> bool:
+def _lacks_a_result(engine: _Engine, key: ChunkKey) -> bool:
     """Whether some matching enabled substream has no stored result for ``key``.
 
     Raises:
