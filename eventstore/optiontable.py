@@ -140,11 +140,14 @@ class Section:
         help: a comment written above it in the example config.
         free_form: if not None, the table's keys are checked by a parser of its own
             (not by :meth:`OptionTable.parse`) and this is its example text (TOML).
+        commented: the example shows the whole table commented out (its presence
+            turns something on, e.g. the relocator's ``[zookeeper]``).
     """
 
     name: str
     help: str = ""
     free_form: str | None = None
+    commented: bool = False
 
 
 class OptionTable:
@@ -285,8 +288,8 @@ class OptionTable:
                 continue
             option = self[dest]
             value: Any = raw
-            if option.kind == "path":
-                value = str(Path(raw).absolute())
+            if option.kind == "path":  # "" stays "" (none)
+                value = str(Path(raw).absolute()) if str(raw) else ""
             elif option.kind == "paths":
                 value = tuple(str(Path(p).absolute()) for p in raw)
             elif option.kind == "strs":
@@ -400,13 +403,13 @@ class OptionTable:
             if section.free_form is not None:
                 lines.append(section.free_form.rstrip("\n"))
                 continue
-            lines.append(f"[{section.name}]")
+            lines.append(f"# [{section.name}]" if section.commented else f"[{section.name}]")
             for i, option in enumerate(self.in_section(section.name)):
                 if i:
                     lines.append("")
                 lines.append(_comment(self._example_note(option), indent=""))
                 text = f"{option.name} = {toml_value(option.example_value)}"
-                lines.append(f"# {text}" if option.commented else text)
+                lines.append(f"# {text}" if option.commented or section.commented else text)
         return "\n".join(lines) + "\n"
 
     def _example_note(self, option: Option) -> str:
@@ -456,14 +459,14 @@ def _click_type(option: Option) -> Any:
             min_open=option.gt is not None,
         )
     if option.kind in ("path", "paths"):
-        return click.Path(file_okay=False, path_type=Path)
+        return click.Path(file_okay=False)  # a str: "" stays "" (none), not "."
     return None
 
 
 def _comment(text: str, *, indent: str) -> str:
     out: list[str] = []
     for paragraph in text.split("\n"):
-        wrapped = textwrap.wrap(paragraph, width=86) or [""]
+        wrapped = textwrap.wrap(paragraph, width=86, break_on_hyphens=False) or [""]
         out.extend(f"{indent}# {w}".rstrip() for w in wrapped)
     return "\n".join(out)
 

@@ -1,7 +1,8 @@
 """``riak-events relocator`` and ``riak-events loadgen``.
 
 Every option has an environment variable, shown in ``--help``
-(``RIAK_EVENTS_RELOCATOR_<OPTION>``, ``RIAK_EVENTS_LOADGEN_<OPTION>``). The CLI is the
+(``RIAK_EVENTS_RELOCATOR_<OPTION>``, ``RIAK_EVENTS_LOADGEN_<OPTION>``); the relocator's
+options, but for ``--config`` and ``--cluster``, come from ``relocator/options.py``. The CLI is the
 only place that reads the environment and configures logging handlers.
 """
 
@@ -17,7 +18,7 @@ from types import FrameType
 import click
 
 from eventstore.settings import SettingsError, parse_listen
-from relocator import defaults
+from relocator.options import OPTIONS
 from relocator.settings import load, parse_cluster_option
 
 log = logging.getLogger(__name__)
@@ -33,51 +34,13 @@ _R = "RIAK_EVENTS_RELOCATOR_"
     show_envvar=True,
     help="TOML file (see relocator/example-config.toml).",
 )
-@click.option(
-    "--data-dir",
-    envvar=_R + "DATA_DIR",
-    show_envvar=True,
-    help=f"Journal and state directory. [default: {defaults.DATA_DIR}]",
-)
-@click.option(
-    "--udp-listen",
-    envvar=_R + "UDP_LISTEN",
-    show_envvar=True,
-    help=f"HOST:PORT for UDP events, '' for none. [default: {defaults.UDP_LISTEN}]",
-)
-@click.option(
-    "--tcp-listen",
-    envvar=_R + "TCP_LISTEN",
-    show_envvar=True,
-    help=f"HOST:PORT for acked TCP events, '' for none. [default: {defaults.TCP_LISTEN}]",
-)
-@click.option(
-    "--metrics-listen",
-    envvar=_R + "METRICS_LISTEN",
-    show_envvar=True,
-    help="HOST:PORT of /metrics, /status, /healthz and /readyz. "
-    f"[default: {defaults.METRICS_LISTEN}]",
-)
-@click.option(
-    "--spool-dir",
-    envvar=_R + "SPOOL_DIR",
-    show_envvar=True,
-    help="Directory of per-epoch blobs to split and push.",
-)
-@click.option(
-    "--writer-id",
-    type=int,
-    envvar=_R + "WRITER_ID",
-    show_envvar=True,
-    help="Unique id of this relocator, 0..9000 (part of chunk numbers).",
-)
-@click.option(
-    "--grace-s",
-    type=float,
-    envvar=_R + "GRACE_S",
-    show_envvar=True,
-    help=f"Seconds after an epoch ends before it is pushed. [default: {defaults.GRACE_S}]",
-)
+@OPTIONS.click("data_dir")
+@OPTIONS.click("udp_listen")
+@OPTIONS.click("tcp_listen")
+@OPTIONS.click("metrics_listen")
+@OPTIONS.click("spool_dir")
+@OPTIONS.click("writer_id")
+@OPTIONS.click("grace_s")
 @click.option(
     "--cluster",
     "clusters",
@@ -87,24 +50,12 @@ _R = "RIAK_EVENTS_RELOCATOR_"
     show_envvar=True,
     help="A cluster to push to (repeatable; replaces [clusters] of the file).",
 )
-@click.option(
-    "--zookeeper",
-    envvar=_R + "ZOOKEEPER",
-    show_envvar=True,
-    help="ZooKeeper hosts 'h:p[,h:p]' to share spool work with other relocators "
-    "(needs riak-events[zookeeper]).",
-)
-@click.option(
-    "--fsync/--no-fsync",
-    default=None,
-    envvar=_R + "FSYNC",
-    show_envvar=True,
-    help="fdatasync each journal group commit (off only for benchmarks).",
-)
+@OPTIONS.click("zk_hosts")
+@OPTIONS.click("fsync")
 def relocator(
     *,
     config: Path | None,
-    data_dir: str | None,
+    data_dir: Path | None,
     udp_listen: str | None,
     tcp_listen: str | None,
     metrics_listen: str | None,
@@ -112,7 +63,7 @@ def relocator(
     writer_id: int | None,
     grace_s: float | None,
     clusters: tuple[str, ...],
-    zookeeper: str | None,
+    zk_hosts: str | None,
     fsync: bool | None,
 ) -> None:
     """Receive events, aggregate them per epoch, and push chunks then metadata to Riak."""
@@ -131,7 +82,7 @@ def relocator(
             spool_dir=spool_dir,
             writer_id=writer_id,
             grace_s=grace_s,
-            zookeeper=zookeeper,
+            zk_hosts=zk_hosts,
             fsync=fsync,
             clusters=tuple(parse_cluster_option(c) for c in clusters),
         )

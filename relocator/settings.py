@@ -1,8 +1,10 @@
 """The relocator's settings: one frozen object, parsed and validated once at start.
 
 Sources, later ones winning: ``defaults.py``; the TOML file (``--config``); the
-command-line options (click also reads each from ``RIAK_EVENTS_RELOCATOR_<OPTION>``).
-See ``example-config.toml`` beside this file for every key, annotated. Relative
+command-line options (each also read from the environment variable declared with it).
+Every option (key, type, default, bounds, help, flag, variable) is declared once, in
+``relocator/options.py``; the loader below, ``cli.py`` and ``example-config.toml`` (every
+key, annotated) follow from it. Relative
 ``data_dir`` and ``spool_dir`` in the file are relative to the file's directory (as in
 every riak-events config); given on the command line, to the current directory; the
 default ``data_dir`` is ``var/relocator`` under the current directory.
@@ -11,17 +13,16 @@ default ``data_dir`` is ``var/relocator`` under the current directory.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from eventstore.names import Namespaces
 from eventstore.options import node_url_error
 from eventstore.riak.settings import RiakSettings
-from eventstore.settings import SettingsError, parse_listen, read_toml, table, unknown_keys
+from eventstore.settings import SettingsError, read_toml, table
 from relocator import defaults
-
-_COMPRESS = ("zstd", "zlib", "snappy", "none")
+from relocator.options import OPTIONS
 
 
 @dataclass(frozen=True)
@@ -81,44 +82,6 @@ class RelocatorSettings:
         return None if self.compress == "none" else self.compress
 
 
-_SCALARS = {
-    f.name
-    for f in fields(RelocatorSettings)
-    if f.name not in ("clusters", "zookeeper", "namespaces", "data_dir")
-}
-
-
-def _scalar(source: str, name: str, value: Any, kind: type) -> Any:
-    if kind is bool:
-        if not isinstance(value, bool):
-            raise SettingsError(f"{source}: {name} must be true or false, not {value!r}")
-        return value
-    if kind is str:
-        if not isinstance(value, str):
-            raise SettingsError(f"{source}: {name} must be a string, not {value!r}")
-        return value
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise SettingsError(f"{source}: {name} must be a number, not {value!r}")
-    if kind is int and not isinstance(value, int):
-        raise SettingsError(f"{source}: {name} must be an integer, not {value!r}")
-    return kind(value)
-
-
-def _relocator_table(data: Mapping[str, Any], source: str) -> dict[str, Any]:
-    known = _SCALARS | {"data_dir"}
-    unknown_keys(data, known, source=f"{source} [relocator]")
-    out: dict[str, Any] = {}
-    for f in fields(RelocatorSettings):
-        if f.name not in data:
-            continue
-        if f.name == "data_dir":
-            out["data_dir"] = Path(_scalar(source, "data_dir", data["data_dir"], str))
-        else:
-            kind = type(getattr(RelocatorSettings(), f.name))
-            out[f.name] = _scalar(f"{source} [relocator]", f.name, data[f.name], kind)
-    return out
-
-
 def _clusters(data: Mapping[str, Any], source: str) -> tuple[ClusterSettings, ...]:
     out = []
     for name, raw in data.items():
@@ -136,56 +99,26 @@ def _clusters(data: Mapping[str, Any], source: str) -> tuple[ClusterSettings, ..
     return tuple(out)
 
 
-def _zookeeper(data: Mapping[str, Any], source: str) -> ZooKeeperSettings | None:
-    if not data:
+def _zookeeper(values: dict[str, Any], source: str) -> ZooKeeperSettings | None:
+    """``[zookeeper]`` (or ``--zookeeper``): ``None`` when neither is given."""
+    hosts = values.pop("zk_hosts", None)
+    root = values.pop("zk_root", defaults.ZK_ROOT)
+    timeout = values.pop("zk_session_timeout_s", defaults.ZK_SESSION_TIMEOUT_S)
+    if hosts is None:
+        if (root, timeout) != (defaults.ZK_ROOT, defaults.ZK_SESSION_TIMEOUT_S):
+            raise SettingsError(f"{source} [zookeeper]: hosts must be 'host:port[,host:port]'")
         return None
-    unknown_keys(data, {"hosts", "root", "session_timeout_s"}, source=f"{source} [zookeeper]")
-    hosts = data.get("hosts")
-    if not isinstance(hosts, str) or not hosts:
-        raise SettingsError(f"{source} [zookeeper]: hosts must be 'host:port[,host:port]'")
-    root = data.get("root", defaults.ZK_ROOT)
-    if not isinstance(root, str) or not root.startswith("/"):
-        raise SettingsError(f"{source} [zookeeper]: root must be an absolute znode path")
-    timeout = _scalar(source, "session_timeout_s", data.get("session_timeout_s", 10.0), float)
     return ZooKeeperSettings(hosts=hosts, root=root.rstrip("/"), session_timeout_s=timeout)
 
 
 def validate(s: RelocatorSettings, source: str = "settings") -> RelocatorSettings:
-    """Check ranges and forms; return ``s``.
+    """Check every option's bounds (:data:`relocator.options.OPTIONS`) and the
+    clusters; return ``s``.
 
     Raises:
         SettingsError: naming the offending key.
     """
-    for name in ("udp_listen", "tcp_listen", "metrics_listen"):
-        value = getattr(s, name)
-        if value:
-            parse_listen(value, source=f"{source}: {name}")
-    if not 0 <= s.writer_id <= defaults.WRITER_ID_MAX:
-        raise SettingsError(f"{source}: writer_id must be in 0..{defaults.WRITER_ID_MAX}")
-    if s.compress not in _COMPRESS:
-        raise SettingsError(f"{source}: compress must be one of {', '.join(_COMPRESS)}")
-    positive = (
-        "grace_s",
-        "max_hold_s",
-        "tick_s",
-        "chunk_max_bytes",
-        "max_event_bytes",
-        "max_spool_bytes",
-        "segment_max_bytes",
-        "segment_max_s",
-        "journal_batch_max",
-        "journal_queue_max",
-        "max_open_events",
-        "state_map_size_bytes",
-        "push_parallel_batches",
-        "push_backoff_s",
-        "push_backoff_max_s",
-        "metadata_max_rounds",
-        "spool_units",
-    )
-    for name in positive:
-        if getattr(s, name) <= 0:
-            raise SettingsError(f"{source}: {name} must be > 0")
+    OPTIONS.check_object(s, source=source)
     if not s.clusters:
         raise SettingsError(f"{source}: at least one [clusters.NAME] with nodes is required")
     names = [c.name for c in s.clusters]
@@ -221,25 +154,17 @@ def load(path: Path | None, **overrides: Any) -> RelocatorSettings:
     """
     source = str(path) if path else "settings"
     data = read_toml(path)
-    unknown_keys(data, {"relocator", "clusters", "zookeeper", "namespaces"}, source=source)
-    values = _relocator_table(table(data, "relocator", source=source), source)
-    if path is not None:  # the file's relative paths are relative to the file
-        if "data_dir" in values:
-            values["data_dir"] = path.parent / values["data_dir"]
-        if values.get("spool_dir"):
-            values["spool_dir"] = str(path.parent / values["spool_dir"])
-    values["clusters"] = _clusters(table(data, "clusters", source=source), source)
-    values["zookeeper"] = _zookeeper(table(data, "zookeeper", source=source), source)
+    # The file's relative paths are relative to the file.
+    values = OPTIONS.parse(data, source=source, base_dir=path.parent if path else None)
+    clusters = overrides.pop("clusters", ())
+    values.update(OPTIONS.overrides(overrides))
+    values["clusters"] = clusters or _clusters(table(data, "clusters", source=source), source)
+    values["zookeeper"] = _zookeeper(values, f"{source}")
+    if "data_dir" in values:
+        values["data_dir"] = Path(values["data_dir"])
     ns = table(data, "namespaces", source=source)
     try:
         values["namespaces"] = Namespaces(**ns)
     except TypeError as e:
         raise SettingsError(f"{source} [namespaces]: {e}") from e
-    settings = RelocatorSettings(**values)
-    given = {k: v for k, v in overrides.items() if v is not None and v != ()}
-    if "zookeeper" in given and isinstance(given["zookeeper"], str):
-        given["zookeeper"] = ZooKeeperSettings(hosts=given["zookeeper"])
-    if "data_dir" in given:
-        given["data_dir"] = Path(given["data_dir"])
-    settings = replace(settings, **given)
-    return validate(settings, source)
+    return validate(RelocatorSettings(**values), source)
