@@ -188,9 +188,10 @@ class Outcome:
     log: Path | None = None
 
 
-def descendants(pid: int) -> list[int]:
-    """Every live process under ``pid`` (from /proc's children lists)."""
-    found: list[int] = []
+def descendants(pid: int) -> dict[int, str]:
+    """Every live process under ``pid`` (from /proc's children lists), with its start
+    time (so that a pid reused after it exits is not taken for it)."""
+    found: dict[int, str] = {}
     pending = [pid]
     while pending:
         p = pending.pop()
@@ -203,9 +204,17 @@ def descendants(pid: int) -> list[int]:
                 children = [int(c) for c in (task / "children").read_text().split()]
             except OSError:
                 continue
-            found += children
+            found.update((c, _started(c)) for c in children)
             pending += children
     return found
+
+
+def _started(pid: int) -> str:
+    """The process's start time in clock ticks since boot ("" once it is gone)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return ""
 
 
 def _wait(pid: int, deadline: float) -> tuple[int, resource.struct_rusage] | None:
@@ -239,15 +248,15 @@ def run_one(bench: Bench, timeout_s: float, log_dir: Path, python: str) -> Outco
         timed_out = reaped is None
         if reaped is None:
             started = descendants(pid)
-            os.kill(pid, signal.SIGINT)
+            os.kill(pid, signal.SIGINT)  # its finally clauses stop the servers it started
             reaped = _wait(pid, time.monotonic() + INTERRUPT_GRACE_S)
-            for p in [pid] if reaped is None else []:
-                os.kill(p, signal.SIGKILL)
-            for p in started:
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(p, signal.SIGKILL)
             if reaped is None:
+                os.kill(pid, signal.SIGKILL)
                 reaped = _wait(pid, time.monotonic() + 10)
+            for p, since in started.items():  # what is left of them
+                if since and _started(p) == since:
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(p, signal.SIGKILL)
     outcome = Outcome(
         bench, "ok", wall_s=time.monotonic() - t0, load=(load0, os.getloadavg()[0]), log=log
     )
