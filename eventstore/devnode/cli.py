@@ -1,12 +1,12 @@
 """``riak-events devnode``: run the single-node stand-in for Riak's HTTP API.
 
-Every option can also be given as ``RIAK_EVENTS_DEVNODE_<OPTION>`` (click's
-auto_envvar_prefix). Served by uvicorn in this one process: the devnode must be one
-process (one LMDB writer with group commit, one hook queue, one set of counters), so
-gunicorn's pre-forked workers would bring only a second process and nothing to use it.
-For the same reason the data directory is locked (``eventstore.dirlock``) before
-anything is opened: a second devnode on it exits 1 with one line naming the directory
-and the pid that holds it.
+Every option can also be given as ``RIAK_EVENTS_DEVNODE_<OPTION>``: ``--data-dir`` and
+``--listen`` as declared in ``options.py``, ``--config`` by click's auto_envvar_prefix.
+Served by uvicorn in this one process: the devnode must be one process (one LMDB writer
+with group commit, one hook queue, one set of counters), so gunicorn's pre-forked
+workers would bring only a second process and nothing to use it. For the same reason the
+data directory is locked (``eventstore.dirlock``) before anything is opened: a second
+devnode on it exits 1 with one line naming the directory and the pid that holds it.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ import click
 import uvicorn
 
 from eventstore.devnode.app import create_app
+from eventstore.devnode.options import OPTIONS
 from eventstore.devnode.settings import load
 from eventstore.dirlock import DirectoryLocked, lock_directory
 from eventstore.settings import SettingsError
@@ -26,22 +27,15 @@ log = logging.getLogger(__name__)
 
 
 @click.command()
-@click.option(
-    "--data-dir",
-    type=click.Path(file_okay=False, path_type=Path),
-    help="Directory of the LMDB store (created if missing). Overrides [devnode] data_dir.",
-)
-@click.option(
-    "--listen",
-    metavar="HOST:PORT",
-    help="Address to serve on. Overrides [devnode] listen. [default: 127.0.0.1:8098]",
-)
+@OPTIONS.click("data_dir")
+@OPTIONS.click("listen", metavar="HOST:PORT")
 @click.option(
     "--config",
     type=click.Path(exists=True, dir_okay=False, path_type=Path),
-    help="TOML file: ring, companions, hook, bucket types (see eventstore/devnode/README).",
+    help="TOML file: ring, companions, hook, bucket types "
+    "(see eventstore/devnode/example-config.toml).",
 )
-def devnode(data_dir: Path | None, listen: str | None, config: Path | None) -> None:
+def devnode(data_dir: str | None, listen: str | None, config: Path | None) -> None:
     """Serve Riak's HTTP API subset on one node, without replication (dev and CI only)."""
     try:
         settings = load(config, data_dir=data_dir, listen=listen)
