@@ -13,6 +13,7 @@ import ipaddress
 
 from companion import defaults
 from eventstore.optiontable import Option, OptionTable, Section
+from eventstore.riak.settings import RiakSettings
 from eventstore.settings import SettingsError, parse_listen
 
 __all__ = ["OPTIONS"]
@@ -335,7 +336,7 @@ OPTIONS = OptionTable(
             "riak",
             "nodes",
             "strs",
-            (),
+            RiakSettings().nodes,
             "This node's Riak HTTP URL, http://HOST:PORT (repeatable; replaces [riak] nodes).",
             field="riak_nodes",
             env=_E + "NODE",
