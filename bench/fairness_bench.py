@@ -37,7 +37,7 @@ from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from companion.testing import Stack, start_stack
+from companion.testing import Stack, hostile_plugins, start_stack
 from eventstore.names import ChunkKey
 from substreams.results import ResultRecord
 
@@ -52,61 +52,6 @@ def good(events, ctx):
     return {"n": len(events), "sum": sum(e.get("i", 0) for e in events)}
 """
 
-#: The hostile set; {timeout} is the looping plugins' declared wall-clock limit.
-HOSTILE = """
-import ctypes, os, time, urllib.request
-from substreams import substream
-
-@substream(name="h_loop", types=["t"], timeout_s={timeout})
-def h_loop(events, ctx):
-    while True:
-        pass
-
-@substream(name="h_sleep", types=["t"], timeout_s={timeout})
-def h_sleep(events, ctx):
-    while True:  # swallows the SIGALRM of the soft timeout: only SIGKILL ends it
-        try:
-            time.sleep(30)
-        except BaseException:
-            pass
-
-@substream(name="h_10gb", types=["t"])
-def h_10gb(events, ctx):
-    return [0] * (10 * 2**30 // 8)
-
-@substream(name="h_exit", types=["t"])
-def h_exit(events, ctx):
-    os._exit(3)
-
-@substream(name="h_segv", types=["t"])
-def h_segv(events, ctx):
-    return ctypes.string_at(0)
-
-@substream(name="h_raise", types=["t"])
-def h_raise(events, ctx):
-    raise RuntimeError("hostile: raised on purpose")
-
-@substream(name="h_100mb", types=["t"], memory_mb=1024)
-def h_100mb(events, ctx):
-    return os.urandom(100 * 2**20)  # incompressible: over the cap once packed
-
-@substream(name="h_forks", types=["t"])
-def h_forks(events, ctx):
-    return [os.fork() for _ in range(50)]
-
-@substream(name="h_put", types=["t"])
-def h_put(events, ctx):
-    request = urllib.request.Request(
-        "http://127.0.0.1:8098/types/events/buckets/events/keys/pwned", b"x", method="PUT"
-    )
-    return urllib.request.urlopen(request, timeout=1).status
-
-@substream(name="h_write", types=["t"])
-def h_write(events, ctx):
-    with open("/tmp/riak-events-fairness-escape", "w") as f:
-        f.write("x")
-    return 1
-"""
 
 HOSTILE_NAMES = (
     "h_loop", "h_sleep", "h_10gb", "h_exit", "h_segv",
@@ -115,7 +60,7 @@ HOSTILE_NAMES = (
 
 
 def plugin_sources(timeout_s: float) -> dict[str, str]:
-    return {"good.py": GOOD, "hostile.py": HOSTILE.replace("{timeout}", repr(timeout_s))}
+    return {"good.py": GOOD, "hostile.py": hostile_plugins(timeout_s)}
 
 
 def why(record: ResultRecord) -> str:

@@ -36,10 +36,12 @@ from eventstore.riak import NotFound, Retry, RiakClient
 from substreams.results import ResultRecord, read_result
 
 __all__ = [
+    "HOSTILE_PLUGINS",
     "CompanionProcess",
     "Stack",
     "children_of",
     "forks_refused",
+    "hostile_plugins",
     "process_alive",
     "start_stack",
 ]
@@ -361,3 +363,69 @@ def start_stack(
         devnode.stop()
         raise
     return stack
+
+
+#: The hostile plugin set of issue 13 (one plugin file), used by the fairness test and
+#: bench/fairness_bench.py: an endless loop, a sleep that swallows the soft timeout's
+#: SIGALRM, a 10 GB list, os._exit, a segfault, an exception, a 100 MB result, 50 forks,
+#: a socket PUT into the store and a file write. ``{timeout}`` is the wall-clock limit
+#: of the two plugins that only a deadline stops.
+HOSTILE_PLUGINS = """
+import ctypes, os, time, urllib.request
+from substreams import substream
+
+@substream(name="h_loop", types=["t"], timeout_s={timeout})
+def h_loop(events, ctx):
+    while True:
+        pass
+
+@substream(name="h_sleep", types=["t"], timeout_s={timeout})
+def h_sleep(events, ctx):
+    while True:  # swallows the SIGALRM of the soft timeout: only SIGKILL ends it
+        try:
+            time.sleep(30)
+        except BaseException:
+            pass
+
+@substream(name="h_10gb", types=["t"])
+def h_10gb(events, ctx):
+    return [0] * (10 * 2**30 // 8)
+
+@substream(name="h_exit", types=["t"])
+def h_exit(events, ctx):
+    os._exit(3)
+
+@substream(name="h_segv", types=["t"])
+def h_segv(events, ctx):
+    return ctypes.string_at(0)
+
+@substream(name="h_raise", types=["t"])
+def h_raise(events, ctx):
+    raise RuntimeError("hostile: raised on purpose")
+
+@substream(name="h_100mb", types=["t"], memory_mb=1024)
+def h_100mb(events, ctx):
+    return os.urandom(100 * 2**20)  # incompressible: over the cap once packed
+
+@substream(name="h_forks", types=["t"])
+def h_forks(events, ctx):
+    return [os.fork() for _ in range(50)]
+
+@substream(name="h_put", types=["t"])
+def h_put(events, ctx):
+    request = urllib.request.Request(
+        "http://127.0.0.1:8098/types/events/buckets/events/keys/pwned", b"x", method="PUT"
+    )
+    return urllib.request.urlopen(request, timeout=1).status
+
+@substream(name="h_write", types=["t"])
+def h_write(events, ctx):
+    with open("/tmp/riak-events-fairness-escape", "w") as f:
+        f.write("x")
+    return 1
+"""
+
+
+def hostile_plugins(timeout_s: float) -> str:
+    """:data:`HOSTILE_PLUGINS` with its two looping plugins limited to ``timeout_s``."""
+    return HOSTILE_PLUGINS.replace("{timeout}", repr(timeout_s))

@@ -17,7 +17,7 @@ from collections.abc import Callable
 import pytest
 
 from companion import defaults
-from companion.testing import Stack, children_of, process_alive
+from companion.testing import Stack, children_of, hostile_plugins, process_alive
 from eventstore.names import ChunkKey
 from substreams.results import ResultRecord
 
@@ -42,60 +42,7 @@ def good(events, ctx):
 # The hostile set of issue 13. The two that only a deadline stops declare half a second
 # (the platform's default is 1 s) to keep the test short; the 100 MB result may use the
 # memory it needs to be built, so it is refused for its size (or times out: below).
-HOSTILE = """
-import ctypes, os, time, urllib.request
-from substreams import substream
-
-@substream(name="h_loop", types=["t"], timeout_s=0.5)
-def h_loop(events, ctx):
-    while True:
-        pass
-
-@substream(name="h_sleep", types=["t"], timeout_s=0.5)
-def h_sleep(events, ctx):
-    while True:  # swallows the soft timeout's SIGALRM: only SIGKILL ends it
-        try:
-            time.sleep(30)
-        except BaseException:
-            pass
-
-@substream(name="h_10gb", types=["t"])
-def h_10gb(events, ctx):
-    return [0] * (10 * 2**30 // 8)
-
-@substream(name="h_exit", types=["t"])
-def h_exit(events, ctx):
-    os._exit(3)
-
-@substream(name="h_segv", types=["t"])
-def h_segv(events, ctx):
-    return ctypes.string_at(0)
-
-@substream(name="h_raise", types=["t"])
-def h_raise(events, ctx):
-    raise RuntimeError("hostile: raised on purpose")
-
-@substream(name="h_100mb", types=["t"], memory_mb=1024)
-def h_100mb(events, ctx):
-    return os.urandom(100 * 2**20)  # incompressible: over the cap once packed
-
-@substream(name="h_forks", types=["t"])
-def h_forks(events, ctx):
-    return [os.fork() for _ in range(50)]
-
-@substream(name="h_put", types=["t"])
-def h_put(events, ctx):
-    request = urllib.request.Request(
-        "http://127.0.0.1:8098/types/events/buckets/events/keys/pwned", b"x", method="PUT"
-    )
-    return urllib.request.urlopen(request, timeout=1).status
-
-@substream(name="h_write", types=["t"])
-def h_write(events, ctx):
-    with open("/tmp/riak-events-fairness-escape", "w") as f:
-        f.write("x")
-    return 1
-"""
+HOSTILE = hostile_plugins(timeout_s=0.5)
 
 #: Each hostile plugin's status and what its error text starts with when it ran.
 EXPECTED = {
