@@ -121,6 +121,8 @@ class PluginCatalog:
             raise PluginNotFound(
                 f"no plugin declares substream {name!r} in {', '.join(sources) or 'nothing'}"
                 + (f" (not loaded: {failures})" if failures else "")
+                + "; reading a substream needs its plugin (the same file the companions run:"
+                " give its directory with plugin_dirs= / --plugin-dir)"
             )
         return found
 
