@@ -57,13 +57,22 @@ def formatter(fmt: str) -> logging.Formatter:
     raise ValueError(f"log format must be one of {', '.join(FORMATS)}, not {fmt!r}")
 
 
+#: Libraries whose INFO records narrate every request or connection ("HTTP Request:
+#: GET ...", "Connecting to ..."): shown from WARNING up unless the level is DEBUG.
+CHATTY_LIBRARIES = ("httpx", "httpcore", "kazoo")
+
+
 def configure(level: str, fmt: str) -> None:
-    """Send every log record of the process to stderr in ``fmt`` at ``level`` and up."""
+    """Send every log record of the process to stderr in ``fmt`` at ``level`` and up
+    (:data:`CHATTY_LIBRARIES` at WARNING and up, unless ``level`` is DEBUG)."""
     handler = logging.StreamHandler()
     handler.setFormatter(formatter(fmt))
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
+    quiet = logging.NOTSET if level.upper() == "DEBUG" else logging.WARNING
+    for name in CHATTY_LIBRARIES:
+        logging.getLogger(name).setLevel(max(quiet, root.level) if quiet else logging.NOTSET)
 
 
 def configure_from_environment(environ: Mapping[str, str]) -> None:

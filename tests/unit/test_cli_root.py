@@ -69,3 +69,12 @@ def test_json_log_format(runner: CliRunner) -> None:
     assert record["logger"] == "riak_events.test"
     assert record["msg"] == "about to fail: click"
     assert record["ts"].endswith("+00:00")
+
+
+def test_library_chatter_is_quiet_unless_debug(runner: CliRunner) -> None:
+    runner.invoke(main, ["boom", "--kind", "click"])
+    assert logging.getLogger("httpx").getEffectiveLevel() == logging.WARNING
+    assert logging.getLogger("kazoo.client").getEffectiveLevel() == logging.WARNING
+    assert logging.getLogger("riak_events.test").getEffectiveLevel() == logging.INFO
+    runner.invoke(main, ["--log-level", "DEBUG", "boom", "--kind", "click"])
+    assert logging.getLogger("httpx").getEffectiveLevel() == logging.DEBUG
