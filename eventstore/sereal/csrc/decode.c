@@ -13,6 +13,22 @@
 int
 srl_dec_varint_slow(Dec *d, Py_ssize_t *pos, uint64_t *out, const char *what)
 {
+    /* The multi-byte varints of an event (COPY offsets, timestamps, counters) with
+     * nine bytes of room: no bound or overflow check per byte (nine bytes hold 63
+     * bits). Longer or near the end: the checked reader. */
+    Py_ssize_t p = *pos;
+    if (d->end - p >= 9) {
+        const uint8_t *s = d->data + p;
+        uint64_t v = 0;
+        for (int i = 0; i < 9; i++) {
+            v |= (uint64_t)(s[i] & 0x7f) << (7 * i);
+            if (!(s[i] & 0x80)) {
+                *out = v;
+                *pos = p + i + 1;
+                return 0;
+            }
+        }
+    }
     int rc = srl_read_varint(d->data, pos, d->end, out);
     if (rc == SRL_VARINT_OK)
         return 0;
