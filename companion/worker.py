@@ -260,27 +260,10 @@ class Engine:
             )
         return accepted, shed
 
-    def audit(self, epoch: int, dc: str, keys: Sequence[ChunkKey]) -> tuple[int, int, int]:
-        """Admit the keys that lack a result of some matching enabled substream.
-
-        Blocking (one GET per substream and key at most): call it off the event loop.
-
-        Returns:
-            (keys missing a result, accepted, shed).
-        """
-        missing = [key for key in keys if self._missing(key, self.matching(key), first=True)]
-        if not missing:
-            return 0, 0, 0
-        log.info("companion: audit epoch=%d dc=%s: %d keys lack results", epoch, dc, len(missing))
-        accepted, shed = self.submit(epoch, dc, missing, audit=True)
-        return len(missing), accepted, shed
-
-    def _missing(
-        self, key: ChunkKey, subs: Sequence[Substream], *, first: bool = False
-    ) -> list[Substream]:
-        """The substreams of ``subs`` without a stored result for ``key`` (the first
-        one only when ``first``). A result that cannot be read counts as present: the
-        auditor never overwrites what it could not see."""
+    def _missing(self, key: ChunkKey, subs: Sequence[Substream]) -> list[Substream]:
+        """The substreams of ``subs`` without a stored result for ``key``. A result that
+        cannot be read counts as present: a repair never overwrites what it could not
+        see."""
         missing = []
         for sub in subs:
             location = self.settings.namespaces.substream_location(sub.name, key)
@@ -288,8 +271,6 @@ class Engine:
                 self.riak.get(*location)
             except NotFound:
                 missing.append(sub)
-                if first:
-                    break
             except RiakError as e:
                 log.warning("companion: audit key=%s substream=%s: %s", key, sub.name, e)
         return missing
