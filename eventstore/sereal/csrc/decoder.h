@@ -70,13 +70,31 @@ int srl_dec_track(Dec *d, Py_ssize_t tagpos, PyObject *v);
 int srl_dec_track_all(Dec *d, const SrlTrack *track, PyObject *v);
 int srl_dec_varint_slow(Dec *d, Py_ssize_t *pos, uint64_t *out, const char *what);
 
-/* Read a varint (one-byte fast path inline); -1 with TruncatedInput or
- * InvalidStructure set. */
+/* Read a varint; -1 with TruncatedInput or InvalidStructure set. Up to three bytes
+ * inline (counts, COPY offsets into a body of up to 2 MiB, most integers): a call
+ * per varint cost more than the decoding. */
 static inline int
 srl_dec_varint(Dec *d, Py_ssize_t *pos, uint64_t *out, const char *what)
 {
     Py_ssize_t p = *pos;
-    if (p < d->end && d->data[p] < 0x80) {
+    if (d->end - p >= 3) {
+        const uint8_t *s = d->data + p;
+        if (s[0] < 0x80) {
+            *out = s[0];
+            *pos = p + 1;
+            return 0;
+        }
+        if (s[1] < 0x80) {
+            *out = (uint64_t)(s[0] & 0x7f) | (uint64_t)s[1] << 7;
+            *pos = p + 2;
+            return 0;
+        }
+        if (s[2] < 0x80) {
+            *out = (uint64_t)(s[0] & 0x7f) | (uint64_t)(s[1] & 0x7f) << 7 | (uint64_t)s[2] << 14;
+            *pos = p + 3;
+            return 0;
+        }
+    } else if (p < d->end && d->data[p] < 0x80) {
         *out = d->data[p];
         *pos = p + 1;
         return 0;
