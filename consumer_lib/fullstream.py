@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from consumer_lib.pipeline import prefetch
 from consumer_lib.ranges import EpochRange
 from consumer_lib.store import Store
-from consumer_lib.types import Chunk, ChunkFilter, Epoch, TaggedEvent, flatten
+from consumer_lib.types import Chunk, ChunkFilter, Epoch, TaggedEvent, tag_chunk
 from eventstore.names import ChunkKey, ChunkRef
 
 __all__ = ["EpochMark", "chunk_stream", "epoch_metadata", "epoch_reader", "epochs", "events"]
@@ -162,7 +162,8 @@ def events(
         prefetch_chunks=prefetch_chunks,
         metadata_depth=metadata_depth,
     )
-    return flatten(Epoch(c.key.epoch, c.key.dc, (c,)) for c in stream)
+    for chunk in stream:
+        yield from tag_chunk(chunk)
 
 
 def epoch_reader(

@@ -46,16 +46,18 @@ def prefetch(
     """
     window: deque[tuple[T, Future[R] | None]] = deque()
     depth = max(1, depth)
+    working = 0  # futures in the window
     try:
         for item in items:
             if work is None or is_marker(item):
                 window.append((item, None))
             else:
                 window.append((item, executor.submit(work, item)))
-            while len([f for _, f in window if f is not None]) >= depth or (
-                window and window[0][1] is None
-            ):
+                working += 1
+            while working >= depth or (window and window[0][1] is None):
                 head, future = window.popleft()
+                if future is not None:
+                    working -= 1
                 yield head, None if future is None else future.result()
         while window:
             head, future = window.popleft()

@@ -80,9 +80,13 @@ class Epoch:
         return sum(c.size_bytes for c in self.chunks)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class TaggedEvent:
-    """One event of the flat view, with where it came from."""
+    """One event of the flat view, with where it came from.
+
+    Slotted: the flat view builds one per event, and an instance without a ``__dict__``
+    is one object for the cyclic collector to scan instead of two.
+    """
 
     epoch: int
     dc: str
@@ -242,6 +246,28 @@ def flatten(epochs: Iterable[Epoch]) -> Iterator[TaggedEvent]:
     """Every event of ``epochs`` tagged with epoch, dc, type, subtype and chunk."""
     for epoch in epochs:
         for chunk in epoch.chunks:
-            k = chunk.key
-            for event in chunk.events:
-                yield TaggedEvent(k.epoch, k.dc, k.type, k.subtype, k.chunk, event)
+            yield from tag_chunk(chunk)
+
+
+# The frozen dataclass's __init__ sets each field through object.__setattr__; setting the
+# slots directly is half the cost, and the flat view pays it once per event.
+_new = object.__new__
+_set_epoch, _set_dc, _set_type, _set_subtype, _set_chunk, _set_event = (
+    TaggedEvent.__dict__[name].__set__
+    for name in ("epoch", "dc", "type", "subtype", "chunk", "event")
+)
+
+
+def tag_chunk(chunk: Chunk) -> Iterator[TaggedEvent]:
+    """The events of one chunk, tagged (what ``TaggedEvent(...)`` builds, built faster)."""
+    k = chunk.key
+    epoch, dc, type_, subtype, number = k.epoch, k.dc, k.type, k.subtype, k.chunk
+    for event in chunk.events:
+        tagged = _new(TaggedEvent)
+        _set_epoch(tagged, epoch)
+        _set_dc(tagged, dc)
+        _set_type(tagged, type_)
+        _set_subtype(tagged, subtype)
+        _set_chunk(tagged, number)
+        _set_event(tagged, event)
+        yield tagged
