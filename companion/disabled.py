@@ -39,9 +39,9 @@ class DisabledSet:
         self._cache: dict[str, dict[str, Any]] = {}
         self._read_at = 0.0
 
-    def _refresh(self) -> None:
+    def _refresh(self, *, fresh: bool = False) -> None:
         now = time.monotonic()
-        if now - self._read_at < self._ttl_s:
+        if not fresh and now - self._read_at < self._ttl_s:
             return
         markers: dict[str, dict[str, Any]] = {}
         if self.directory.is_dir():
@@ -51,8 +51,9 @@ class DisabledSet:
         self._cache, self._read_at = markers, now
 
     def all(self) -> dict[str, dict[str, Any]]:
-        """name -> {version, reason, at}."""
-        self._refresh()
+        """name -> {version, reason, at}, read now: a status request in one worker
+        must show what an operator's request to another worker just changed."""
+        self._refresh(fresh=True)
         return dict(self._cache)
 
     def is_disabled(self, name: str, version: str, *, fresh: bool = False) -> bool:
