@@ -85,6 +85,9 @@ def test_a_fork_failure_leaves_an_error_naming_the_cause_on_every_matching_subst
     assert {r.status for r in stack.wait_results("counts", before).values()} == {"ok"}
     master = stack.companion.pid
     assert master is not None
+    # Both workers booted (the harness is healthy once one answers; on a loaded machine
+    # the second may still be starting).
+    wait_for(lambda: len(children_of(master)) == 2)
     workers = children_of(master)
     assert len(workers) == 2
     with forks_refused(workers):
