@@ -385,7 +385,7 @@ def h_sleep(events, ctx):
         try:
             time.sleep(30)
         except BaseException:
-            pass
+            continue
 
 @substream(name="h_10gb", types=["t"])
 def h_10gb(events, ctx):

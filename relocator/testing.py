@@ -444,3 +444,22 @@ def run_pipeline(
         }
     finally:
         proc.stop()
+
+
+def writer_session(hosts: str, root: str, writer_id: int) -> int:
+    """The ZooKeeper session that holds ``<root>/writers/<writer_id>`` (its znode's
+    ``ephemeralOwner``; 0 for a persistent znode).
+
+    Raises:
+        kazoo.exceptions.NoNodeError: no relocator holds that writer id.
+    """
+    from kazoo.client import KazooClient  # noqa: PLC0415 (optional dependency)
+
+    zk = KazooClient(hosts=hosts)
+    zk.start(timeout=10)
+    try:
+        _, stat = zk.get(f"{root}/writers/{writer_id}")
+        return int(stat.ephemeralOwner)
+    finally:
+        zk.stop()
+        zk.close()

@@ -12,7 +12,6 @@ import time
 from pathlib import Path
 
 import pytest
-from kazoo.client import KazooClient
 
 from eventstore.devnode.testing import DevnodeProcess, free_port
 from relocator.testing import (
@@ -20,6 +19,7 @@ from relocator.testing import (
     ZooKeeperProcess,
     run_relocator_to_exit,
     write_config,
+    writer_session,
 )
 
 pytestmark = pytest.mark.integration
@@ -49,17 +49,6 @@ def _config(
     return cfg, mport
 
 
-def _writer_owner(hosts: str, root: str) -> int:
-    zk = KazooClient(hosts=hosts)
-    zk.start(timeout=10)
-    try:
-        _, stat = zk.get(f"{root}/writers/{WRITER}")
-        return int(stat.ephemeralOwner)
-    finally:
-        zk.stop()
-        zk.close()
-
-
 def test_a_second_relocator_with_a_live_writer_id_is_refused(
     *,
     tmp_path: Path,
@@ -73,7 +62,7 @@ def test_a_second_relocator_with_a_live_writer_id_is_refused(
     first = RelocatorProcess(cfg1, metrics_port=m1, log_path=tmp_path / "first.log").start()
     relocators.append(first)
     assert first.status()["zookeeper"]["registered"]
-    holder = _writer_owner(*zk)
+    holder = writer_session(*zk, WRITER)
 
     cfg2, m2 = _config(tmp_path, "second", session_devnode, writer_id=WRITER, zookeeper=zk)
     refused = run_relocator_to_exit(cfg2, timeout_s=60)
@@ -84,7 +73,7 @@ def test_a_second_relocator_with_a_live_writer_id_is_refused(
     assert f"0x{holder:x}" in errors[0]
     assert "Traceback" not in refused.stderr
     # the live holder kept its znode and its registration
-    assert _writer_owner(*zk) == holder
+    assert writer_session(*zk, WRITER) == holder
     assert first.status()["zookeeper"]["registered"]
 
     # killed -9: its session expires (2 s) and the second one takes the writer id over
@@ -95,7 +84,7 @@ def test_a_second_relocator_with_a_live_writer_id_is_refused(
     while not second.status()["zookeeper"]["registered"]:
         assert time.monotonic() < deadline, second.status()
         time.sleep(0.1)
-    assert _writer_owner(*zk) not in (0, holder)
+    assert writer_session(*zk, WRITER) not in (0, holder)
 
 
 def test_a_second_relocator_on_a_data_directory_in_use_is_refused(

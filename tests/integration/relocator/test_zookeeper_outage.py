@@ -36,6 +36,7 @@ from relocator.testing import (
     drop_spool_file,
     stored_events,
     write_config,
+    writer_session,
 )
 
 pytestmark = pytest.mark.integration
@@ -66,17 +67,6 @@ def _check_stored(riak: RiakClient, dc: str, epochs: range, want: set[int]) -> N
     ids = [e["id"] for e in events]
     assert set(ids) == want, f"lost {len(want - set(ids))}, unexpected {len(set(ids) - want)}"
     assert len(ids) == len(set(ids)), f"{len(ids) - len(set(ids))} events stored twice"
-
-
-def _writer_session(hosts: str, root: str) -> int:
-    zk = KazooClient(hosts=hosts)
-    zk.start(timeout=10)
-    try:
-        _, stat = zk.get(f"{root}/writers/{WRITER}")
-        return int(stat.ephemeralOwner)
-    finally:
-        zk.stop()
-        zk.close()
 
 
 def test_zookeeper_stopped_under_a_running_relocator(
@@ -181,7 +171,7 @@ def test_zookeeper_down_when_the_relocator_starts(
 
         zk.start()
         _until(lambda: proc.http("/readyz")[0] == 200, "registered once ZooKeeper answers")
-        assert _writer_session(zk.hosts, "/late") != 0
+        assert writer_session(zk.hosts, "/late", WRITER) != 0
         sender.stop()
         _until(lambda: _drained(proc.status(), tmp_path), "everything pushed")
         _check_stored(riak, dc, range(first_epoch - 1, int(time.time()) + 2), set(sender.acked))
@@ -235,7 +225,7 @@ def test_a_session_expired_under_the_relocator(
         _until(lambda: len(sender.acked) > 300, "acks before the expiry")
         old = zk.client_id
         assert old is not None
-        assert _writer_session(zookeeper_server.hosts, zookeeper) == old[0]
+        assert writer_session(zookeeper_server.hosts, zookeeper, WRITER) == old[0]
 
         deadline = time.monotonic() + 30
         while (now := zk.client_id) is None or now[0] == old[0]:
@@ -247,7 +237,7 @@ def test_a_session_expired_under_the_relocator(
         _until(lambda: zk.active() and len(zk.owned()) == 4, "registered and owning again")
         new = zk.client_id
         assert new is not None and new[0] != old[0]
-        assert _writer_session(zookeeper_server.hosts, zookeeper) == new[0]
+        assert writer_session(zookeeper_server.hosts, zookeeper, WRITER) == new[0]
         assert runner.is_alive()
 
         acked_at_expiry = len(sender.acked)
