@@ -457,9 +457,15 @@ srl_array_to_json(const uint8_t *data, Py_ssize_t len, Py_ssize_t pos, Py_ssize_
         PyObject *decoded = srl_decode_body(data, len, pos, end, base, binary, max_depth);
         if (decoded != NULL) {
             Py_ssize_t after = PyLong_AsSsize_t(PyTuple_GET_ITEM(decoded, 1));
+            int is_list = PyList_Check(PyTuple_GET_ITEM(decoded, 0));
             Py_DECREF(decoded);
-            if (check_trailing(data, after, end) == 0)
-                srl_raise(j.map_error_cls, -1, "%s", j.map_error_msg);
+            /* then, as the pure reference orders them: trailing bytes, no array, JSON */
+            if (check_trailing(data, after, end) == 0) {
+                if (!is_list)
+                    srl_raise(srl_state.InvalidStructure, pos, "the body is not an array");
+                else
+                    srl_raise(j.map_error_cls, -1, "%s", j.map_error_msg);
+            }
         }
     }
 done:

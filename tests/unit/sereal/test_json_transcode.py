@@ -250,6 +250,7 @@ def test_mapping_examples(body_hex: str, lines: list[bytes]) -> None:
         ("41 2c 63 46 6f 6f 28 ab 01 29 08", (InvalidStructure, None)),  # bless [$q]
         ("ab 01 29 01", (InvalidStructure, None)),  # the array holds itself
         ("51 61 61 01", (InvalidStructure, 0)),  # not an array
+        ("28 a9 02", (InvalidStructure, 0)),  # not an array, and a cycle: no array first
         ("01", (InvalidStructure, 0)),
         ("41 01 02", (InvalidStructure, 2)),  # trailing bytes
         ("41 a9 02 41", (InvalidStructure, 3)),  # trailing bytes before the cycle
