@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from eventstore.names import ChunkKey
+from eventstore.sereal.projection import Tree, compile_fields
 from substreams import defaults
 from substreams.errors import InvalidDeclaration
 
@@ -101,6 +102,9 @@ class Substream:
         max_result_bytes: size limit of one Sereal-encoded result, bytes.
         version: hash of the plugin's source (:func:`version_of`).
         origin: where it was loaded from (file path or entry point), for messages.
+        fields: the fields of each event it reads, as dotted paths (``None``: all of
+            them); every run, in the companion and in the consumer's fallback, sees
+            each event narrowed to them (``eventstore/sereal/projection.py``).
     """
 
     name: str
@@ -112,6 +116,12 @@ class Substream:
     max_result_bytes: int = defaults.MAX_RESULT_BYTES
     version: str = ""
     origin: str = ""
+    fields: tuple[str, ...] | None = None
+
+    @property
+    def projection(self) -> Tree | None:
+        """The compiled :attr:`fields` (``None``: every field)."""
+        return compile_fields(self.fields)
 
     def matches(self, type_: str, subtype: str) -> bool:
         """Whether this substream reads chunks of ``type_`` / ``subtype``."""
@@ -140,6 +150,20 @@ def _patterns(value: Iterable[str] | None, what: str, name: str) -> tuple[str, .
     return () if "*" in patterns else patterns
 
 
+def _fields(value: Sequence[str] | None, name: str) -> tuple[str, ...] | None:
+    if value is None:
+        return None
+    if isinstance(value, str) or not all(isinstance(f, str) for f in value):
+        raise InvalidDeclaration(
+            f"substream {name!r}: fields must be a list of dotted paths, not {value!r}"
+        )
+    try:
+        compile_fields(value)
+    except ValueError as e:
+        raise InvalidDeclaration(f"substream {name!r}: {e}") from None
+    return tuple(dict.fromkeys(value))
+
+
 def _number(value: object, what: str, name: str, low: float, high: float) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
         raise InvalidDeclaration(f"substream {name!r}: {what} must be a number, not {value!r}")
@@ -156,6 +180,7 @@ def substream(
     timeout_s: float = defaults.TIMEOUT_S,
     memory_mb: int = defaults.MEMORY_MB,
     max_result_bytes: int = defaults.MAX_RESULT_BYTES,
+    fields: Sequence[str] | None = None,
 ) -> Callable[[F], F]:
     """Declare a function as a substream.
 
@@ -166,12 +191,16 @@ def substream(
         timeout_s: wall-clock limit of one run on one chunk, seconds (<= 30).
         memory_mb: memory a run may allocate, MiB (<= 8192).
         max_result_bytes: limit of one Sereal-encoded result, bytes (<= 4 MiB).
+        fields: the dotted paths of each event the function reads
+            (``["status", "http.latency_ms"]``); ``None`` for all. Each event it is given
+            holds only those (a path into a list or a scalar keeps it whole), so the
+            companion builds no more of a chunk than its substreams read.
 
     Returns:
         A decorator that attaches the declaration as ``f.__substream__`` and returns ``f``.
 
     Raises:
-        InvalidDeclaration: a name, pattern or limit out of its domain.
+        InvalidDeclaration: a name, pattern, limit or field out of its domain.
     """
     if not isinstance(name, str) or not _NAME_RE.fullmatch(name):
         raise InvalidDeclaration(
@@ -187,6 +216,7 @@ def substream(
         max_result_bytes=int(
             _number(max_result_bytes, "max_result_bytes", name, 0, defaults.MAX_RESULT_BYTES_CAP)
         ),
+        fields=_fields(fields, name),
     )
 
     def attach(function: F) -> F:

@@ -1,0 +1,116 @@
+"""Projection: the fields of each event a reader asks for (issue 16).
+
+A *field* is a dotted path (``"status"``, ``"http.latency_ms"``), as the substream
+helper ``dig`` takes it; a tuple of parts names a key holding a dot
+(``("a.b", "c")``). A set of fields compiles to a *tree*: a dict from key to either
+``None`` (keep the whole value) or a subtree (keep only those keys of a dict value)::
+
+    compile_fields(["status", "http.latency_ms", "http.status"])
+    == {"status": None, "http": {"latency_ms": None, "status": None}}
+
+Projecting a value by a tree (:func:`project`), the rule every implementation follows
+(this module, the pure decoder, the compiled decoder; ``DESIGN.md``, "Projection"):
+
+- a ``dict`` keeps only the keys the tree names, in the order it has them; a kept key
+  whose subtree is a dict is projected by it in turn, one marked ``None`` is kept whole;
+- anything else (a list, a scalar, a ``PerlObject``, a ``PerlRef`` to a scalar) is kept
+  whole: a path that steps into it is not narrowed further.
+
+So for every declared path ``p`` and every path ``q`` that starts with ``p``,
+``dig(project(e, tree), q) == dig(e, q)``: a plugin that reads only what it declared
+sees the same values either way. A decoder applies the tree to each element of the
+body's top-level array (the events); a body that is not an array is not projected.
+
+``fields=None`` means everything (no projection); ``fields=[]`` keeps no key at all.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+__all__ = ["Field", "Tree", "compile_fields", "merge", "project", "project_events"]
+
+#: One field: a dotted path, or its parts.
+Field = str | Sequence[str]
+#: A compiled projection: key -> None (whole value) or a subtree.
+Tree = dict[str, Any]
+
+
+def _parts(field: Field) -> tuple[str, ...]:
+    if isinstance(field, str):
+        parts = tuple(field.split("."))
+    elif isinstance(field, Sequence) and all(isinstance(p, str) for p in field):
+        parts = tuple(field)
+    else:
+        raise ValueError(f"a field is a dotted path or a sequence of keys, not {field!r}")
+    if not parts or any(p == "" for p in parts):
+        raise ValueError(f"field {field!r} has an empty part")
+    return parts
+
+
+def compile_fields(fields: Iterable[Field] | None) -> Tree | None:
+    """The tree of ``fields`` (``None``: no projection).
+
+    Raises:
+        ValueError: a field that is not a non-empty dotted path or sequence of keys,
+            or ``fields`` given as one string (a list of one is meant).
+    """
+    if fields is None:
+        return None
+    if isinstance(fields, str):
+        raise ValueError(f"fields must be a list of paths, not the string {fields!r}")
+    tree: Tree = {}
+    for field in fields:
+        node = tree
+        parts = _parts(field)
+        for i, part in enumerate(parts):
+            last = i == len(parts) - 1
+            if part in node and node[part] is None:
+                break  # the whole value is already kept
+            if last:
+                node[part] = None
+            else:
+                node = node.setdefault(part, {})
+    return tree
+
+
+def merge(trees: Iterable[Tree | None]) -> Tree | None:
+    """The union of trees: what any of them keeps (``None`` in any: everything)."""
+    out: Tree = {}
+    for tree in trees:
+        if tree is None:
+            return None
+        _merge_into(out, tree)
+    return out
+
+
+def _merge_into(out: Tree, tree: Tree) -> None:
+    for key, sub in tree.items():
+        if sub is None or (key in out and out[key] is None):
+            out[key] = None
+        elif key in out:
+            _merge_into(out[key], sub)
+        else:
+            out[key] = {}
+            _merge_into(out[key], sub)
+
+
+def project(value: Any, tree: Tree | None) -> Any:
+    """``value`` narrowed to ``tree`` (see the module's rule); a new dict where one is
+    narrowed, the same objects elsewhere."""
+    if tree is None or not isinstance(value, dict):
+        return value
+    out = {}
+    for key, item in value.items():
+        if key in tree:
+            sub = tree[key]
+            out[key] = item if sub is None else project(item, sub)
+    return out
+
+
+def project_events(events: list[Any], tree: Tree | None) -> list[Any]:
+    """Each event projected (the list itself when ``tree`` is ``None``)."""
+    if tree is None:
+        return events
+    return [project(e, tree) for e in events]
