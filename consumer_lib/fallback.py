@@ -11,7 +11,12 @@ from the caller is what costs more the larger the caller is.
 The consumer library, the Spark substream source (through
 :class:`~consumer_lib.substream.SubstreamReader`) and the backfill job never call plugin
 code in their own process: :func:`run_fallback` hands the decoded chunk to
-:func:`substreams.sandbox.run_substreams`, the very function the companion calls. One
+:func:`substreams.sandbox.run_substreams`, the very function the companion calls. Each
+plugin sees the events narrowed to the fields it declares (``@substream(fields=...)``;
+:func:`substreams.harness.run_projected` here, the server's child in
+:mod:`consumer_lib.forkserver_process`), as in the companion and in ``substream test``,
+so a result is the same wherever it is computed, and a plugin reading a field it did not
+declare fails the same way everywhere. One
 forked child per chunk runs every plugin asked for, in turn; each run has the plugin's
 declared limits, lowered to the companion's default caps
 (:data:`substreams.harness.DEFAULT_CAP`): a wall-clock deadline (SIGALRM, then SIGKILL of
@@ -56,9 +61,9 @@ from eventstore.blob import DecodeLimits
 from eventstore.errors import EventStoreError
 from eventstore.names import ChunkKey
 from substreams.api import Context, Event, Substream
-from substreams.harness import DEFAULT_CAP
+from substreams.harness import DEFAULT_CAP, run_projected
 from substreams.results import Status, read_result
-from substreams.sandbox import Limits, Outcome, run_substreams
+from substreams.sandbox import Limits, Outcome
 
 log = logging.getLogger(__name__)
 
@@ -109,8 +114,9 @@ def run_fallback(
 
     Args:
         plugins: what to run (each already known to read ``key``'s type/subtype).
-        events: the chunk's decoded events (shared with the child copy-on-write; each
-            plugin gets its own shallow copy of the list).
+        events: the chunk's fully decoded events (shared with the child copy-on-write;
+            each plugin gets them narrowed to its declared fields, or its own shallow
+            copy of the list when it declares none).
         key: the chunk, for the plugins' context.
         cap: platform caps lowering each plugin's declared limits (None: the declared
             limits as they are); the companion's defaults unless given.
@@ -121,7 +127,7 @@ def run_fallback(
     if not plugins:
         return []
     try:
-        outcomes = run_substreams(
+        outcomes = run_projected(
             plugins, events, Context.of(key), cap=cap, max_parallel=1, isolation="chunk"
         )
     except OSError as e:  # fork or pipe refused (EAGAIN, EMFILE, ENOMEM); ECHILD

@@ -19,7 +19,9 @@ request at a time::
                # fds closed, rlimits, audit hook, seccomp, SIGALRM; SIGKILL of the
                # group at the deadline. The decode is the child's first job (its own
                # deadline and memory allowance), so each plugin's limits are measured
-               # from the decoded chunk exactly as when the caller forked.
+               # from the decoded chunk exactly as when the caller forked. Each plugin
+               # is given the events narrowed to its declared fields (projection.py),
+               # as the companion and ``substream test`` give them.
     reply    = header {"decode": outcome, "outcomes": [...]} + each outcome's payload
 
 The server exits when ``control`` reaches EOF (the caller closed it, or died), and is
@@ -51,6 +53,7 @@ from typing import Any
 
 from eventstore.blob import DecodeLimits, unpack_blob
 from eventstore.errors import BlobError
+from eventstore.sereal.projection import project_events
 from substreams.api import Context, Event, Substream, version_of
 from substreams.child import Job, Reported, Unencodable
 from substreams.errors import PluginLoadError
@@ -192,7 +195,12 @@ def _plugin_job(
     def target() -> bytes:
         if not decoded:  # a child started after the decode's child died: nothing to run on
             raise Reported("the chunk was not decoded")
-        result = sub.function(list(decoded) if own_list else decoded, ctx)
+        tree = sub.projection
+        if tree is not None:  # its declared fields only, each in a list of its own
+            events = project_events(decoded, tree)
+        else:
+            events = list(decoded) if own_list else decoded
+        result = sub.function(events, ctx)
         try:
             return ok_value(sub.name, sub.version, result)
         except MemoryError:

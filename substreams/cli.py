@@ -138,6 +138,7 @@ def check(paths: tuple[Path, ...], as_json: bool) -> None:
     if as_json:
         loaded = [
             {"substream": sub.name, "version": sub.version, "types": list(sub.types),
+             "fields": None if sub.fields is None else list(sub.fields),
              "origin": str(sub.origin)}
             for sub in report.substreams.values()
         ]  # fmt: skip
@@ -146,7 +147,10 @@ def check(paths: tuple[Path, ...], as_json: bool) -> None:
     else:
         for sub in report.substreams.values():
             types = ",".join(sub.types) or "*"
-            click.echo(f"ok      {sub.name}@{sub.version} reads {types} ({sub.origin})")
+            fields = "every field" if sub.fields is None else ",".join(sub.fields) or "no field"
+            click.echo(
+                f"ok      {sub.name}@{sub.version} reads {types} ({sub.origin}); fields: {fields}"
+            )
         for failure in report.failures:
             click.echo(f"FAILED  {failure}")
     if report.failures:

@@ -3,8 +3,13 @@
 The file is loaded as the companion loads it (first imported in a time-limited child);
 each chunk is verified and decoded once; every substream of the file that reads the
 chunk's type/subtype runs in the same sandbox with the same limits (the plugin's
-declaration lowered to the companion's default caps); the report gives, per run, the
-verdict, wall and CPU time, peak RSS of the child, result size and the result itself.
+declaration lowered to the companion's default caps) on the same events: each narrowed
+to the fields the substream declares (:func:`run_projected`, the rule of
+``eventstore/sereal/projection.py``); the report gives, per run, the verdict, the fields
+used, wall and CPU time, peak RSS of the child, result size and the result itself. A run
+that fails on a ``KeyError`` naming a key no declared field holds says so (the plugin
+reads a field it did not declare: it fails the same way in the companion and in the
+consumer's fallback).
 
 Sample data: a blob file (as stored: Sereal + checksum postfix; its chunk key may be
 given to set the context), or an epoch range ``[start, end)`` of one dc read from a
@@ -14,7 +19,8 @@ devnode or Riak (metadata first, then the chunks, as a consumer would).
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+import re
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -22,16 +28,107 @@ from typing import Any
 from eventstore.blob import unpack_blob
 from eventstore.names import DEFAULT_NAMESPACES, ChunkKey, MetadataKey, Namespaces, parse_metadata
 from eventstore.riak import NotFound, RiakClient
-from substreams.api import Context, Substream
+from eventstore.sereal.projection import Tree, project_events
+from substreams.api import Context, Event, Substream
 from substreams.loader import load_file
 from substreams.results import read_result
-from substreams.sandbox import Limits, Outcome, run_substreams, stored_value
+from substreams.sandbox import (
+    Isolation,
+    Limits,
+    Outcome,
+    SandboxUnavailable,
+    run_substreams,
+    stored_value,
+)
 
-__all__ = ["HarnessRun", "chunks_from_blob", "chunks_from_riak", "run_plugin_file"]
+__all__ = [
+    "HarnessRun",
+    "chunks_from_blob",
+    "chunks_from_riak",
+    "run_plugin_file",
+    "run_projected",
+    "undeclared_hint",
+]
 
 #: The companion's default caps (companion/defaults.py), repeated here so the harness
 #: does not import the daemon.
 DEFAULT_CAP = Limits(timeout_s=5.0, memory_mb=1024, max_result_bytes=1024 * 1024)
+
+_KEY_ERROR = re.compile(r"\bKeyError: '((?:[^'\\]|\\.)*)'")
+
+
+def run_projected(
+    substreams: Sequence[Substream],
+    events: list[Event],
+    ctx: Context,
+    *,
+    cap: Limits | None = None,
+    isolation: Isolation = "substream",
+    max_parallel: int = 4,
+) -> list[Outcome]:
+    """:func:`~substreams.sandbox.run_substreams` with each substream given the events
+    narrowed to its declared fields (``Substream.projection``; all of them when it
+    declares none), as the companion gives them.
+
+    Substreams that declare the same fields share one projected list and one call;
+    the projection is made here, once per distinct declaration.
+
+    Args:
+        substreams: what to run (the caller has matched them to the chunk).
+        events: the chunk's fully decoded events.
+        ctx, cap, isolation, max_parallel: as :func:`~substreams.sandbox.run_substreams`.
+
+    Returns:
+        One outcome per substream, in the order given.
+
+    Raises:
+        SandboxUnavailable: a child could not be started; its ``outcomes`` hold every
+            run that had ended, in the order given.
+    """
+    groups: dict[str, list[int]] = {}
+    for i, sub in enumerate(substreams):
+        groups.setdefault(json.dumps(sub.projection, sort_keys=True), []).append(i)
+    outcomes: list[Outcome | None] = [None] * len(substreams)
+    for indices in groups.values():
+        group = [substreams[i] for i in indices]
+        tree: Tree | None = group[0].projection
+        try:
+            ran: Sequence[Outcome | None] = run_substreams(
+                group,
+                project_events(events, tree),
+                ctx,
+                cap=cap,
+                isolation=isolation,
+                max_parallel=max_parallel,
+            )
+        except SandboxUnavailable as e:
+            ran = e.outcomes or [None] * len(group)
+            for i, outcome in zip(indices, ran, strict=True):
+                outcomes[i] = outcome
+            raise SandboxUnavailable(str(e), outcomes) from e
+        for i, outcome in zip(indices, ran, strict=True):
+            outcomes[i] = outcome
+    done = [o for o in outcomes if o is not None]
+    assert len(done) == len(substreams), "run_substreams answers every substream"
+    return done
+
+
+def undeclared_hint(sub: Substream, outcome: Outcome) -> str | None:
+    """Why a run may have failed: a ``KeyError`` on a key that none of the substream's
+    declared fields holds (it reads a field it did not declare). None otherwise."""
+    if sub.fields is None or outcome.kind != "exception" or not outcome.error:
+        return None
+    found = _KEY_ERROR.search(outcome.error)
+    if found is None:
+        return None
+    key = found.group(1)
+    if any(key in field.split(".") for field in sub.fields):
+        return None
+    declared = ", ".join(sub.fields) or "none"
+    return (
+        f"{sub.name} reads only its declared fields: {declared}; no declared field names "
+        f"{key!r} (add it to @substream(fields=...))"
+    )
 
 
 @dataclass
@@ -51,10 +148,12 @@ class HarnessRun:
 
     def as_dict(self) -> dict[str, Any]:
         limits = Limits.of(self.substream, DEFAULT_CAP)
+        fields = self.substream.fields
         return {
             "substream": self.substream.name,
             "version": self.substream.version,
             "key": self.key.format(),
+            "fields": None if fields is None else list(fields),
             "events": self.events,
             "verdict": self.verdict,
             "status": self.outcome.status,
@@ -68,6 +167,7 @@ class HarnessRun:
                 "max_result_bytes": limits.max_result_bytes,
             },
             "error": self.outcome.error,
+            "hint": undeclared_hint(self.substream, self.outcome),
             "result": self.result,
         }
 
@@ -130,7 +230,7 @@ def run_plugin_file(
         if not isinstance(events, list):
             raise ValueError(f"{key}: the blob holds a {type(events).__name__}, not events")
         chosen = [s for s in subs if not match_types or s.matches(key.type, key.subtype)]
-        outcomes = run_substreams(chosen, events, Context.of(key), cap=cap)
+        outcomes = run_projected(chosen, events, Context.of(key), cap=cap)
         for sub, outcome in zip(chosen, outcomes, strict=True):
             value = stored_value(sub, outcome)
             record = read_result(value, key=key.format())
@@ -147,9 +247,11 @@ def format_runs(
     lines = []
     for r in runs:
         d = r.as_dict()
+        fields = "all" if d["fields"] is None else ", ".join(d["fields"]) or "none"
         lines.append(
             f"{d['substream']}@{d['version']} on {d['key']} ({d['events']} events): "
             f"{d['verdict']}\n"
+            f"  fields: {fields}\n"
             f"  time {d['wall_ms']} ms wall, {d['cpu_ms']} ms CPU; "
             f"peak RSS {d['peak_rss_kb']} KiB; "
             f"result {d['result_bytes']} bytes (limits: {d['limits']['timeout_s']} s, "
@@ -157,6 +259,8 @@ def format_runs(
         )
         if r.outcome.error:
             lines.append("  error: " + r.outcome.error.replace("\n", "\n         "))
+            if d["hint"]:
+                lines.append(f"  hint: {d['hint']}")
         else:
             text = json.dumps(r.result, default=repr, ensure_ascii=False)
             if len(text) > max_result_chars:

@@ -7,7 +7,7 @@ from typing import Any
 from substreams import Context, count_by, substream
 
 
-@substream(name="event_counts", timeout_s=0.5)
+@substream(name="event_counts", timeout_s=0.5, fields=["host"])
 def event_counts(events: list[dict[str, Any]], ctx: Context) -> dict[str, Any]:
     """``{"type", "subtype", "total", "by_host": {host: n}}`` for the chunk."""
     return {

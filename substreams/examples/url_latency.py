@@ -15,7 +15,7 @@ from substreams import Context, dig, substream
 BOUNDS_MS = (5, 10, 25, 50, 100, 250, 500, 1000, 2500)
 
 
-@substream(name="url_latency", types=["web"], timeout_s=0.5)
+@substream(name="url_latency", types=["web"], timeout_s=0.5, fields=["url", "duration_ms"])
 def url_latency(events: list[dict[str, Any]], ctx: Context) -> dict[str, Any]:
     """``{"bounds_ms": [...], "urls": {url: {"count", "sum_ms", "buckets": [...]}}}``."""
     urls: dict[str, dict[str, Any]] = {}

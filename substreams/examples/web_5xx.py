@@ -11,7 +11,13 @@ from typing import Any
 from substreams import Context, dig, substream
 
 
-@substream(name="web_5xx", types=["web"], timeout_s=0.5, max_result_bytes=256 * 1024)
+@substream(
+    name="web_5xx",
+    types=["web"],
+    timeout_s=0.5,
+    max_result_bytes=256 * 1024,
+    fields=["status", "url", "duration_ms", "host", "request_id"],
+)
 def web_5xx(events: list[dict[str, Any]], ctx: Context) -> list[dict[str, Any]]:
     """Each 5xx request of the chunk: url, status, latency, host, request id."""
     out = []
