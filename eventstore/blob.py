@@ -28,7 +28,7 @@ figures: ``eventstore/sereal/DESIGN.md``, "Bounded decoding".
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -45,6 +45,7 @@ from eventstore.errors import (
 )
 from eventstore.sereal import document as sereal_document
 from eventstore.sereal.errors import DecodeBudgetExceeded, SerealError
+from eventstore.sereal.projection import Field, compile_fields
 
 __all__ = [
     "ALG_XXH3_64",
@@ -353,6 +354,7 @@ def unpack_blob(
     max_depth: int | None = None,
     max_decompressed_size: int | None = None,
     limits: DecodeLimits | None = None,
+    fields: Iterable[Field] | None = None,
 ) -> Any:
     """Verify a stored blob's checksum and decode the Sereal document in it.
 
@@ -366,6 +368,9 @@ def unpack_blob(
             ``limits.cap_for(len(data))`` before anything is decompressed, the cap
             (or ``max_decompressed_size`` if lower) bounds the decompressor, and
             ``limits.max_decoded_objects`` the objects the decoder builds.
+        fields: passed to :func:`eventstore.sereal.decode`: build only these fields
+            of each event (dotted paths; None for all), by the rule of
+            :mod:`eventstore.sereal.projection`.
 
     Returns:
         The decoded value.
@@ -376,7 +381,11 @@ def unpack_blob(
             :class:`BlobTooManyObjects` when it would build more objects than allowed.
         BlobDecodeError: the checksum matched but the document does not decode (the
             codec's SerealError is the ``__cause__``).
+        ValueError: a bad field (before anything is read).
     """
+    if fields is not None and not isinstance(fields, str):
+        fields = list(fields)  # read twice: checked here, compiled again by decode
+    compile_fields(fields)  # a bad field fails before anything is read
     view = verify_postfix(data, key, required=required)
     document = bytes(view)
     kwargs: dict[str, Any] = {}
@@ -392,6 +401,8 @@ def unpack_blob(
         kwargs["max_depth"] = max_depth
     if max_decompressed_size is not None:
         kwargs["max_decompressed_size"] = max_decompressed_size
+    if fields is not None:
+        kwargs["fields"] = fields
     try:
         return sereal.decode(document, **kwargs)
     except DecodeBudgetExceeded as e:

@@ -9,6 +9,7 @@ document offsets; body errors carry offsets into the buffer the body was decoded
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -22,6 +23,7 @@ from eventstore.sereal.errors import (
     UnsupportedVersion,
 )
 from eventstore.sereal.limits import MAX_DEPTH_CAP, check_max_depth
+from eventstore.sereal.projection import Field, compile_fields, project_events
 
 __all__ = [
     "DEFAULT_MAX_DECOMPRESSED_SIZE",
@@ -320,6 +322,7 @@ class Codec:
         max_depth: int = DEFAULT_MAX_DEPTH,
         max_decompressed_size: int = DEFAULT_MAX_DECOMPRESSED_SIZE,
         max_objects: int | None = None,
+        fields: Iterable[Field] | None = None,
     ) -> Any:
         """Decode a Sereal document (protocol 1 to 5, any compression).
 
@@ -332,20 +335,31 @@ class Codec:
             max_decompressed_size: largest decompressed body accepted, in bytes.
             max_objects: most Python objects the body may build, counted as DESIGN.md
                 ("Bounded decoding") says (containers with their slots, references,
-                objects, regexps); None for no limit.
+                objects, regexps); None for no limit. With ``fields``, only what is
+                built counts (DESIGN.md, "Projection").
+            fields: the fields of each event to build, as dotted paths
+                (:func:`eventstore.sereal.projection.compile_fields`); None for all.
+                Applied to each element of the body's top-level array by the rule of
+                :mod:`eventstore.sereal.projection` (a body that is no array is
+                returned whole); the rest of each event is checked as a full decode
+                checks it, without being built.
 
         Returns:
             The body's value. The user header, if any, is skipped (see decode_header).
+            With ``fields``: ``project_events(decode(data), compile_fields(fields))``
+            for an array body.
 
         Raises:
             SerealDecodeError: a subclass saying what is wrong and at which offset;
                 DecodeBudgetExceeded past ``max_objects`` (before building more).
-            ValueError: an invalid option. TypeError: ``data`` is not bytes-like.
+            ValueError: an invalid option or field. TypeError: ``data`` is not
+                bytes-like.
         """
         mode = _binary_mode(binary)
         depth = check_max_depth(max_depth)
         max_size = _check_int("max_decompressed_size", max_decompressed_size)
         budget = -1 if max_objects is None else _check_int("max_objects", max_objects)
+        tree = compile_fields(fields)
         doc = _as_bytes(data)
         layout = _parse_header(doc)
         buf, start, base = compression.open_body(
@@ -353,6 +367,8 @@ class Codec:
         )
         value, pos = self._backend.decode_body(buf, start, len(buf), base, mode, depth, budget)
         _check_trailing(buf, pos, len(buf))
+        if tree is not None and isinstance(value, list):
+            value = project_events(value, tree)
         return value
 
     def decode_json_lines(
