@@ -6,12 +6,21 @@ The seed's "Reading from Riak", for a range::
         refs = metadata <epoch>-<dc>            # 404: the epoch is empty
         keep the refs whose type/subtype pass the filter   # before fetching anything
         sort them in chunk order (type, subtype, chunk NUMBER)
-        fetch + verify + decode each chunk on the pool, up to `prefetch` chunks ahead
+        fetch + verify each chunk on the pool, up to `prefetch` chunks ahead (bytes)
+    for each chunk, in order: decode it, on the consumer's thread, just before handing
+        it out, with the collector's allowance for its objects (consumer_lib.collector)
     yield each epoch (or each chunk, or each event) in order
 
-Memory is bounded whatever the range: at most ``prefetch`` decoded chunks are held
-ahead of the consumer (:mod:`consumer_lib.pipeline`), plus, for :func:`epochs`, the
-epoch being assembled (the flat views, :func:`chunks` and :func:`events`, hold none).
+Why decode last: the decoder holds the GIL, so decoding ahead on the pool overlaps
+with nothing but the fetches' waits, while every chunk decoded ahead stays alive until
+its turn: the collector scans it again and again and it is freed cold (consumer_lib
+DESIGN.md, "Figures": that was half the cost of a read). Fetching and verifying release
+the GIL (socket waits, xxh3, zstd), so they overlap with the decode.
+
+Memory is bounded whatever the range: at most ``prefetch`` chunks' stored bytes are
+held ahead of the consumer (:mod:`consumer_lib.pipeline`), one decoded chunk (the one
+being handed out: :func:`events` and :func:`chunks` drop it before decoding the next),
+plus, for :func:`epochs`, the epoch being assembled.
 
 Failure semantics: a missing epoch is empty (``Epoch.found`` false). A chunk listed in
 metadata but missing raises :class:`~consumer_lib.errors.ChunkMissing`; a chunk whose
@@ -26,9 +35,10 @@ from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Executor
 from dataclasses import dataclass
 
+from consumer_lib.collector import Allowance
 from consumer_lib.pipeline import prefetch
 from consumer_lib.ranges import EpochRange
-from consumer_lib.store import Store
+from consumer_lib.store import FetchedBlob, Store
 from consumer_lib.types import Chunk, ChunkFilter, Epoch, TaggedEvent, tag_chunk
 from eventstore.names import ChunkKey, ChunkRef
 
@@ -81,18 +91,48 @@ def chunk_stream(
     items: Iterable[EpochMark | ChunkKey],
     prefetch_chunks: int,
 ) -> Iterator[EpochMark | Chunk]:
-    """Marks and decoded chunks, in order, fetching up to ``prefetch_chunks`` ahead."""
-    fetch: Callable[[EpochMark | ChunkKey], Chunk] = lambda key: _chunk(store, key)  # noqa: E731
-    for item, chunk in prefetch(
-        items, fetch, executor, prefetch_chunks, is_marker=lambda i: isinstance(i, EpochMark)
-    ):
-        yield chunk if chunk is not None else item  # type: ignore[misc]
+    """Marks and decoded chunks, in order: up to ``prefetch_chunks`` fetched and verified
+    ahead on ``executor``, each decoded here when its turn comes (see the module).
+
+    The collector's allowance for a chunk's objects (:mod:`consumer_lib.collector`) lasts
+    until the next chunk is decoded, or the stream ends or is closed.
+    """
+    fetch: Callable[[EpochMark | ChunkKey], FetchedBlob] = lambda key: _blob(store, key)  # noqa: E731
+    handed_out: Allowance | None = None  # for the chunk handed out last
+    try:
+        for item, blob in prefetch(
+            items, fetch, executor, prefetch_chunks, is_marker=lambda i: isinstance(i, EpochMark)
+        ):
+            if blob is None:
+                yield item  # type: ignore[misc]
+                continue
+            allowed = Allowance(store.decode_limits.max_decoded_objects)
+            try:
+                fetched = store.decode(blob)
+            except BaseException:
+                allowed.close()
+                raise
+            del blob  # the stored bytes are not needed any more
+            chunk = Chunk(
+                fetched.key, fetched.events, fetched.size_bytes, fetched.node, fetched.bad_nodes
+            )
+            del fetched
+            allowed.cover_new_objects()
+            # The last chunk's allowance ends only now, with nothing allocated before the
+            # yield: a consumer's loop variable holds that chunk until this one replaces it.
+            if handed_out is not None:
+                handed_out.close()
+            handed_out = allowed
+            yield chunk
+            del chunk  # freed now if the consumer let it go
+    finally:
+        if handed_out is not None:
+            handed_out.close()
 
 
-def _chunk(store: Store, key: EpochMark | ChunkKey) -> Chunk:
+def _blob(store: Store, key: EpochMark | ChunkKey) -> FetchedBlob:
     assert isinstance(key, ChunkKey)
-    fetched = store.chunk(key)
-    return Chunk(fetched.key, fetched.events, fetched.size_bytes, fetched.node, fetched.bad_nodes)
+    return store.chunk_blob(key)
 
 
 def group_epochs(stream: Iterable[EpochMark | Chunk]) -> Iterator[Epoch]:
@@ -140,6 +180,7 @@ def chunks(
     for item in chunk_stream(store, executor, marks(dc, metadata, keep), prefetch_chunks):
         if isinstance(item, Chunk):
             yield item
+        del item  # before the stream decodes the next: one decoded chunk alive here
 
 
 def events(
@@ -164,6 +205,7 @@ def events(
     )
     for chunk in stream:
         yield from tag_chunk(chunk)
+        del chunk  # before the stream decodes the next: one decoded chunk alive at a time
 
 
 def epoch_reader(

@@ -213,10 +213,21 @@ class Store:
             ChunkUnreadable: a good copy that does not decode to a list of events.
             StoreUnavailable: Riak kept failing.
         """
-        events, size, node, bad = self._read_chunk(
-            key, lambda value: _events(value, key, self.decode_limits)
-        )
-        return FetchedChunk(key, events, size, node, bad)
+        return self.decode(self.chunk_blob(key))
+
+    def decode(self, blob: FetchedBlob) -> FetchedChunk:
+        """Decode a chunk read by :meth:`chunk_blob` (what :meth:`chunk` returns, the
+        decode done by the caller's thread when it wants it: the full-stream readers
+        prefetch bytes and decode each chunk just before handing it out).
+
+        Raises:
+            ChunkTooLarge: it would build more objects than ``decode_limits`` allows.
+            ChunkUnreadable: it does not decode to a list of events.
+        """
+        key = blob.key
+        with _boundary(epoch=key.epoch, dc=key.dc, key=key.format()):
+            events = _events(blob.value, key, self.decode_limits)
+        return FetchedChunk(key, events, blob.size_bytes, blob.node, blob.bad_nodes)
 
     def chunk_blob(self, key: ChunkKey) -> FetchedBlob:
         """Read and verify one chunk listed in metadata, without decoding it: as

@@ -1,0 +1,127 @@
+"""The cyclic collector while a reader hands out a decoded chunk: its objects do not count.
+
+CPython starts a young (generation 0) collection when the tracked containers allocated
+and not yet freed exceed ``gc.get_threshold()[0]`` (700). A decoded chunk is
+thousands of such containers (a 170 KB chunk of 1,600 events: ~15,000), built while
+the decoder pauses the collector; so the first allocation after the decode, e.g. the
+first tagged event, starts a collection that scans the whole chunk, and every tenth of
+them an older generation's. The one-thread decode ceiling never pays it: it frees each
+chunk before allocating anything, which takes the count back down. A reader cannot do
+that (it hands the events out one by one), so while it does, :class:`Allowance` raises
+the young threshold by the containers the chunk added. The caller's own allocations
+still start collections as often as before (the threshold is the same above the
+chunk's objects), and when the reader lets the chunk go the threshold comes back down.
+
+The threshold is the process's, so every open allowance of every thread goes through
+one lock-protected :class:`Threshold` (the one piece of module state here: the
+interpreter has one collector). It raises the threshold by the sum of the open
+allowances and, when the last one closes, sets back the value it found. If someone else
+set the threshold meanwhile (``gc.set_threshold`` while a read is open), theirs wins:
+it is never overwritten, and the allowances open then release nothing. A threshold of
+0 (automatic collection off) is never raised. Thresholds 1 and 2 are never touched.
+
+Failure semantics: an allowance is released by its ``with`` block's exit, so by the
+end of a reader, an exception in it, or the reader's ``close()`` (a ``break`` out of a
+loop over it, or its garbage collection); a reader suspended mid-chunk and kept alive
+keeps its allowance (the chunk's objects are alive too) until it is resumed or closed.
+"""
+
+from __future__ import annotations
+
+import gc
+import threading
+
+__all__ = ["THRESHOLD", "Allowance", "Threshold", "Token"]
+
+#: A grant: (era, containers granted); see :class:`Threshold`.
+Token = tuple[int, int]
+
+
+class Threshold:
+    """The young-generation threshold, raised by the sum of the open grants.
+
+    Thread-safe. A grant's token is ``(era, containers)``: when someone else sets the
+    threshold while grants are open, the era changes and older tokens release nothing.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._base = 0  # the threshold as found when the first open grant was made
+        self._raised = 0  # the sum of the open grants
+        self._set: int | None = None  # what we set it to; None: nothing open
+        self._era = 0
+
+    def grant(self, containers: int) -> Token:
+        """Raise the threshold by ``containers``. Returns the token to :meth:`release`
+        (nothing is raised for ``containers`` <= 0 or when the threshold is 0)."""
+        return self.adjust((-1, 0), containers)
+
+    def release(self, token: Token) -> None:
+        """Take back a grant; the threshold drops by it (to the base when none is left)."""
+        self.adjust(token, 0)
+
+    def adjust(self, token: Token, containers: int) -> Token:
+        """Replace the grant ``token`` by one of ``containers``, setting the threshold
+        once (lowered in between, the tuple ``gc.get_threshold()`` builds would start
+        the very collection this is here to spare). Returns the new token."""
+        with self._lock:
+            t0, t1, t2 = gc.get_threshold()
+            if self._set is None:  # nothing open: a new era, from the threshold as found
+                self._era += 1
+                self._base, self._raised = t0, 0
+            elif t0 != self._set:  # set by someone else: theirs is the base, ours void
+                self._era += 1
+                self._base, self._raised, self._set = t0, 0, None
+            era, old = token
+            if era == self._era:
+                self._raised -= old
+            new = containers if containers > 0 and self._base > 0 else 0
+            self._raised += new
+            if self._set is not None or self._raised > 0:
+                self._set = self._base + self._raised
+                gc.set_threshold(self._set, t1, t2)
+                if self._raised == 0:
+                    self._set = None
+            return self._era, new
+
+    @property
+    def raised(self) -> int:
+        """The containers the threshold is raised by now (0: as found)."""
+        with self._lock:
+            return self._raised if self._set is not None else 0
+
+
+#: The interpreter's one collector has one threshold: one object arbitrates it.
+THRESHOLD = Threshold()
+
+
+class Allowance:
+    """One reader's allowance for one decoded chunk (see the module).
+
+    Open it just before decoding, with a bound on what the decode may allocate (the
+    threshold is raised by that much at once: the decoder pauses the collector while it
+    builds, and the first allocation after it, still inside the decode call, would
+    start the collection this is here to spare); then :meth:`cover_new_objects`
+    narrows the raise to the containers actually added, and :meth:`close` ends it.
+
+    Args:
+        expected: the most containers the decode may add (its object budget).
+        threshold: the process's threshold (a private one in tests).
+    """
+
+    def __init__(self, expected: int, threshold: Threshold = THRESHOLD) -> None:
+        self._threshold = threshold
+        self._start = gc.get_count()[0]
+        self._token: Token | None = threshold.grant(expected)
+
+    def cover_new_objects(self) -> None:
+        """Narrow the raise to the containers allocated (net) since this allowance was
+        opened, i.e. those of the chunk just decoded."""
+        if self._token is not None:
+            self._token = self._threshold.adjust(self._token, gc.get_count()[0] - self._start)
+
+    def close(self) -> None:
+        """Release the raise (idempotent)."""
+        token, self._token = self._token, None
+        if token is not None:
+            self._threshold.release(token)
