@@ -53,7 +53,7 @@ from typing import Any
 
 from eventstore.blob import DecodeLimits, unpack_blob
 from eventstore.errors import BlobError
-from eventstore.sereal.projection import project_events
+from eventstore.sereal.projection import compile_fields, project_events
 from substreams.api import Context, Event, Substream, version_of
 from substreams.child import Job, Reported, Unencodable
 from substreams.errors import PluginLoadError
@@ -172,13 +172,14 @@ class _Plugins:
 
 
 def _decode_job(
-    value: bytes, key: str, limits: DecodeLimits, into: list[Event]
+    value: bytes, key: str, limits: DecodeLimits, fields: list[str] | None, into: list[Event]
 ) -> Callable[[], bytes]:
     def decode() -> bytes:
         # As the caller's Store decodes (the same limits); the exact error is the
         # caller's to raise (it decodes the blob itself when this fails: a rare path).
+        # Only the fields the plugins declare are built (None: one reads them all).
         try:
-            decoded = unpack_blob(value, key=key, limits=limits)
+            decoded = unpack_blob(value, key=key, limits=limits, fields=fields)
         except BlobError as e:
             raise Reported(f"{type(e).__name__}: {e}") from None
         if not isinstance(decoded, list):
@@ -190,14 +191,13 @@ def _decode_job(
 
 
 def _plugin_job(
-    sub: Substream, decoded: list[Event], ctx: Context, *, own_list: bool
+    sub: Substream, decoded: list[Event], ctx: Context, *, own_list: bool, narrow: bool
 ) -> Callable[[], bytes]:
     def target() -> bytes:
         if not decoded:  # a child started after the decode's child died: nothing to run on
             raise Reported("the chunk was not decoded")
-        tree = sub.projection
-        if tree is not None:  # its declared fields only, each in a list of its own
-            events = project_events(decoded, tree)
+        if narrow:  # decoded with more fields than it declares: its own only
+            events = project_events(decoded, sub.projection)
         else:
             events = list(decoded) if own_list else decoded
         result = sub.function(events, ctx)
@@ -209,6 +209,14 @@ def _plugin_job(
             raise Unencodable(f"result is not Sereal-encodable: {e}") from None
 
     return target
+
+
+def _union_fields(subs: list[Substream]) -> list[str] | None:
+    """Every field any of ``subs`` declares (None: one reads them all); as
+    ``substreams.harness.union_fields``, which this process does not import."""
+    if any(sub.fields is None for sub in subs):
+        return None
+    return [field for sub in subs for field in sub.fields or ()]
 
 
 def _outcome_header(outcome: Outcome) -> dict[str, Any]:
@@ -230,10 +238,9 @@ def handle(
     decoded: list[Event] = []
     key = ctx.key.format()
     decode_limits = DecodeLimits(**header["decode_limits"])
-    jobs: list[Job] = [("decode", _decode_job(value, key, decode_limits, decoded), DECODE_LIMITS)]
     refused: dict[int, Outcome] = {}
+    loaded: list[tuple[Substream, Limits]] = []
     for i, spec in enumerate(specs):
-        limits = Limits(*spec["limits"])
         try:
             sub = plugins.get(spec["origin"], spec["name"], spec["version"])
         except PluginLoadError as e:
@@ -241,7 +248,16 @@ def handle(
                 spec["name"], "exception", error=f"exception: not loadable in the fork server: {e}"
             )
             continue
-        jobs.append((sub.name, _plugin_job(sub, decoded, ctx, own_list=len(specs) > 1), limits))
+        loaded.append((sub, Limits(*spec["limits"])))
+    fields = _union_fields([sub for sub, _ in loaded])
+    tree = compile_fields(fields)
+    jobs: list[Job] = [
+        ("decode", _decode_job(value, key, decode_limits, fields, decoded), DECODE_LIMITS)
+    ]
+    for sub, limits in loaded:
+        narrow = sub.projection != tree
+        target = _plugin_job(sub, decoded, ctx, own_list=len(specs) > 1, narrow=narrow)
+        jobs.append((sub.name, target, limits))
     try:
         ran = run_in_child(jobs, max_parallel=1, isolation="chunk")
     except SandboxUnavailable as e:

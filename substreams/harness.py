@@ -28,7 +28,7 @@ from typing import Any
 from eventstore.blob import unpack_blob
 from eventstore.names import DEFAULT_NAMESPACES, ChunkKey, MetadataKey, Namespaces, parse_metadata
 from eventstore.riak import NotFound, RiakClient
-from eventstore.sereal.projection import Tree, project_events
+from eventstore.sereal.projection import Tree, compile_fields, project_events
 from substreams.api import Context, Event, Substream
 from substreams.loader import load_file
 from substreams.results import read_result
@@ -48,6 +48,7 @@ __all__ = [
     "run_plugin_file",
     "run_projected",
     "undeclared_hint",
+    "union_fields",
 ]
 
 #: The companion's default caps (companion/defaults.py), repeated here so the harness
@@ -65,6 +66,7 @@ def run_projected(
     cap: Limits | None = None,
     isolation: Isolation = "substream",
     max_parallel: int = 4,
+    decoded_with: Tree | None = None,
 ) -> list[Outcome]:
     """:func:`~substreams.sandbox.run_substreams` with each substream given the events
     narrowed to its declared fields (``Substream.projection``; all of them when it
@@ -75,8 +77,12 @@ def run_projected(
 
     Args:
         substreams: what to run (the caller has matched them to the chunk).
-        events: the chunk's fully decoded events.
+        events: the chunk's decoded events: whole, or built only with the fields of
+            ``decoded_with``.
         ctx, cap, isolation, max_parallel: as :func:`~substreams.sandbox.run_substreams`.
+        decoded_with: the projection ``events`` were decoded with (None: whole), e.g.
+            :func:`union_fields` of ``substreams`` compiled: the substreams declaring
+            exactly that get ``events`` as they are.
 
     Returns:
         One outcome per substream, in the order given.
@@ -84,7 +90,10 @@ def run_projected(
     Raises:
         SandboxUnavailable: a child could not be started; its ``outcomes`` hold every
             run that had ended, in the order given.
+        ValueError: a substream wants every field of events decoded with fewer.
     """
+    if decoded_with is not None and any(s.fields is None for s in substreams):
+        raise ValueError("events decoded with some fields cannot give a substream all of them")
     groups: dict[str, list[int]] = {}
     for i, sub in enumerate(substreams):
         groups.setdefault(json.dumps(sub.projection, sort_keys=True), []).append(i)
@@ -95,7 +104,7 @@ def run_projected(
         try:
             ran: Sequence[Outcome | None] = run_substreams(
                 group,
-                project_events(events, tree),
+                events if tree == decoded_with else project_events(events, tree),
                 ctx,
                 cap=cap,
                 isolation=isolation,
@@ -111,6 +120,17 @@ def run_projected(
     done = [o for o in outcomes if o is not None]
     assert len(done) == len(substreams), "run_substreams answers every substream"
     return done
+
+
+def union_fields(substreams: Sequence[Substream]) -> list[str] | None:
+    """Every field any of ``substreams`` declares, to decode a chunk for all of them
+    (None: one of them reads every field)."""
+    fields: list[str] = []
+    for sub in substreams:
+        if sub.fields is None:
+            return None
+        fields += sub.fields
+    return fields
 
 
 def undeclared_hint(sub: Substream, outcome: Outcome) -> str | None:
@@ -226,11 +246,14 @@ def run_plugin_file(
     subs = load_file(path, check_in_child=True)
     runs = []
     for key, blob in chunks:
-        events = unpack_blob(blob, key=key.format())
+        chosen = [s for s in subs if not match_types or s.matches(key.type, key.subtype)]
+        fields = union_fields(chosen)  # built once for all of them, as the companion does
+        events = unpack_blob(blob, key=key.format(), fields=fields)
         if not isinstance(events, list):
             raise ValueError(f"{key}: the blob holds a {type(events).__name__}, not events")
-        chosen = [s for s in subs if not match_types or s.matches(key.type, key.subtype)]
-        outcomes = run_projected(chosen, events, Context.of(key), cap=cap)
+        outcomes = run_projected(
+            chosen, events, Context.of(key), cap=cap, decoded_with=compile_fields(fields)
+        )
         for sub, outcome in zip(chosen, outcomes, strict=True):
             value = stored_value(sub, outcome)
             record = read_result(value, key=key.format())
