@@ -6,7 +6,14 @@ from typing import Any
 MAX_DEPTH_CAP: int
 
 def decode_body(
-    data: bytes, pos: int, end: int, base: int, binary: int, max_depth: int
+    data: bytes,
+    pos: int,
+    end: int,
+    base: int,
+    binary: int,
+    max_depth: int,
+    max_objects: int = -1,
+    projection: dict[str, Any] | None = None,
 ) -> tuple[Any, int]: ...
 def encode_body(obj: object, dedupe_strings: bool, max_depth: int) -> bytes: ...
 def array_layout(data: bytes, pos: int, end: int, base: int) -> list[int]: ...

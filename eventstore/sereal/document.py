@@ -23,7 +23,7 @@ from eventstore.sereal.errors import (
     UnsupportedVersion,
 )
 from eventstore.sereal.limits import MAX_DEPTH_CAP, check_max_depth
-from eventstore.sereal.projection import Field, compile_fields, project_events
+from eventstore.sereal.projection import Field, Tree, compile_fields
 
 __all__ = [
     "DEFAULT_MAX_DECOMPRESSED_SIZE",
@@ -77,6 +77,7 @@ class BodyCodec(Protocol):
         binary: int,
         max_depth: int,
         max_objects: int = ...,
+        projection: Tree | None = ...,
     ) -> tuple[Any, int]: ...
 
     def encode_body(self, obj: object, dedupe_strings: bool, max_depth: int) -> bytes: ...
@@ -365,10 +366,13 @@ class Codec:
         buf, start, base = compression.open_body(
             doc, layout.protocol, layout.doc_type, layout.body_offset, max_size
         )
-        value, pos = self._backend.decode_body(buf, start, len(buf), base, mode, depth, budget)
+        if tree is None:
+            value, pos = self._backend.decode_body(buf, start, len(buf), base, mode, depth, budget)
+        else:
+            value, pos = self._backend.decode_body(
+                buf, start, len(buf), base, mode, depth, budget, tree
+            )
         _check_trailing(buf, pos, len(buf))
-        if tree is not None and isinstance(value, list):
-            value = project_events(value, tree)
         return value
 
     def decode_json_lines(

@@ -486,12 +486,13 @@ PyObject *
 srl_decode_body(const uint8_t *data, Py_ssize_t len, Py_ssize_t pos, Py_ssize_t end,
                 Py_ssize_t base, int binary, int max_depth)
 {
-    return srl_decode_body_limited(data, len, pos, end, base, binary, max_depth, -1);
+    return srl_decode_body_limited(data, len, pos, end, base, binary, max_depth, -1, NULL);
 }
 
 PyObject *
 srl_decode_body_limited(const uint8_t *data, Py_ssize_t len, Py_ssize_t pos, Py_ssize_t end,
-                        Py_ssize_t base, int binary, int max_depth, Py_ssize_t max_objects)
+                        Py_ssize_t base, int binary, int max_depth, Py_ssize_t max_objects,
+                        PyObject *projection)
 {
     if (pos < 0 || end < pos || end > len) {
         PyErr_Format(PyExc_ValueError, "need 0 <= pos <= end <= len(data), got %zd, %zd, %zd",
@@ -542,7 +543,8 @@ srl_decode_body_limited(const uint8_t *data, Py_ssize_t len, Py_ssize_t pos, Py_
      * fresh containers mid-decode. */
     int gc_was_enabled = PyGC_Disable();
     Py_ssize_t p = pos;
-    PyObject *value = srl_dec_item(&d, &p);
+    PyObject *value =
+        projection == NULL ? srl_dec_item(&d, &p) : srl_dec_projected(&d, &p, projection);
     /* The result tuple too is allocated before the collector resumes: its allocation
      * would otherwise start a young collection over everything just built, as costly
      * as the decode itself. That pass is left to the caller's next allocation, and

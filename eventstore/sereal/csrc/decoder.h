@@ -33,10 +33,19 @@ typedef struct {
 extern PyObject *srl_DecodeBudgetExceeded;
 
 /* Decode one body item as srl_decode_body does, building at most `max_objects`
- * objects as DESIGN.md counts them (-1: no limit); DecodeBudgetExceeded past it. */
+ * objects as DESIGN.md counts them (-1: no limit); DecodeBudgetExceeded past it.
+ * projection: a checked projection tree (srl_check_projection) to narrow each element
+ * of a top-level array to, or NULL for everything. */
 PyObject *srl_decode_body_limited(const uint8_t *data, Py_ssize_t len, Py_ssize_t pos,
                                   Py_ssize_t end, Py_ssize_t base, int binary, int max_depth,
-                                  Py_ssize_t max_objects);
+                                  Py_ssize_t max_objects, PyObject *projection);
+
+/* decode_project.c (DESIGN.md, "Projection"): the body item at *pos, each element of
+ * a top-level array narrowed to `tree`, the rest walked and checked, not built. */
+PyObject *srl_dec_projected(Dec *d, Py_ssize_t *pos, PyObject *tree);
+/* 0 when `tree` is a projection tree (dicts of str -> None or a tree, at most
+ * SRL_MAX_DEPTH_CAP deep); else -1 with ValueError. */
+int srl_check_projection(PyObject *tree);
 
 /* The positions a value is registered under (for REFP / ALIAS): an F-bit tag and
  * the enclosing REFN|F / WEAKEN|F tags that stand for the same Perl value. A list

@@ -42,15 +42,23 @@ static PyObject *
 decode_body(PyObject *self, PyObject *args, PyObject *kwargs)
 {
     static char *kwlist[] = {"data", "pos", "end", "base", "binary", "max_depth",
-                             "max_objects", NULL};
+                             "max_objects", "projection", NULL};
     Py_buffer view;
     Py_ssize_t pos, end, base, max_objects = -1;
     int binary, max_depth;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "y*nnnii|n:decode_body", kwlist, &view, &pos,
-                                     &end, &base, &binary, &max_depth, &max_objects))
+    PyObject *projection = Py_None;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "y*nnnii|nO:decode_body", kwlist, &view,
+                                     &pos, &end, &base, &binary, &max_depth, &max_objects,
+                                     &projection))
         return NULL;
+    if (projection == Py_None)
+        projection = NULL;
+    else if (srl_check_projection(projection) < 0) {
+        PyBuffer_Release(&view);
+        return NULL;
+    }
     PyObject *result = srl_decode_body_limited(view.buf, view.len, pos, end, base, binary,
-                                               max_depth, max_objects);
+                                               max_depth, max_objects, projection);
     PyBuffer_Release(&view);
     return result;
 }
@@ -133,9 +141,11 @@ array_to_json_packed(PyObject *self, PyObject *args, PyObject *kwargs)
 
 static PyMethodDef methods[] = {
     {"decode_body", (PyCFunction)(void (*)(void))decode_body, METH_VARARGS | METH_KEYWORDS,
-     "decode_body(data, pos, end, base, binary, max_depth, max_objects=-1) -> (value, end_pos)\n\n"
+     "decode_body(data, pos, end, base, binary, max_depth, max_objects=-1, projection=None)"
+     " -> (value, end_pos)\n\n"
      "Decode one tagged item at data[pos] (never reading at or past end), building at most\n"
-     "max_objects objects as DESIGN.md counts them (-1: no limit); see DESIGN.md."},
+     "max_objects objects as DESIGN.md counts them (-1: no limit); with a projection tree,\n"
+     "each element of a top-level array narrowed to it; see DESIGN.md."},
     {"encode_body", (PyCFunction)(void (*)(void))encode_body, METH_VARARGS | METH_KEYWORDS,
      "encode_body(obj, dedupe_strings, max_depth) -> bytes\n\n"
      "The Sereal body (1-based offsets) for obj; see DESIGN.md."},

@@ -60,7 +60,14 @@ _NO_LIMIT = (1 << 63) - 1
 
 
 def decode_body(  # noqa: PLR0917  (the body-codec contract, DESIGN.md)
-    data: bytes, pos: int, end: int, base: int, binary: int, max_depth: int, max_objects: int = -1
+    data: bytes,
+    pos: int,
+    end: int,
+    base: int,
+    binary: int,
+    max_depth: int,
+    max_objects: int = -1,
+    projection: dict[str, Any] | None = None,
 ) -> tuple[Any, int]:
     """Decode one tagged item (after any PAD bytes) starting at ``data[pos]``.
 
@@ -75,6 +82,10 @@ def decode_body(  # noqa: PLR0917  (the body-codec contract, DESIGN.md)
         max_depth: nesting levels allowed (see DESIGN.md, "Depth").
         max_objects: objects the decode may build, counted as DESIGN.md ("Bounded
             decoding") says; -1 for no limit.
+        projection: a compiled projection tree
+            (:func:`eventstore.sereal.projection.compile_fields`) to narrow each element
+            of a top-level array to, skipping the rest (DESIGN.md, "Projection"); None:
+            everything.
 
     Returns:
         ``(value, index just after the item)``. Trailing bytes are the caller's concern.
@@ -90,11 +101,17 @@ def decode_body(  # noqa: PLR0917  (the body-codec contract, DESIGN.md)
     if not 0 <= pos <= end <= len(data):
         raise ValueError(f"bad body bounds pos={pos} end={end} len={len(data)}")
     check_max_depth(max_depth)
+    if projection is not None:
+        from eventstore.sereal.pure import project  # noqa: PLC0415  (it imports this module)
+
+        project.check_projection(projection)
     dec = _Decoder(data, pos, end, base, binary, max_depth, max_objects)
     if pos >= end:
         raise TruncatedInput("empty body", end)
     # Up to six frames per level: PAD, handler, REFN, container, fill loop.
     with room_for(6 * max_depth):
+        if projection is not None:
+            return project.decode_projected(dec, pos, projection)
         return _HANDLERS[data[pos]](dec, pos, 0)
 
 

@@ -1,0 +1,537 @@
+/* Projected decoding (DESIGN.md, "Projection"; the rule: eventstore/sereal/projection.py).
+ *
+ * The events of an array body are read key by key: a key the projection tree names is
+ * decoded (whole, or narrowed by its subtree), any other value is walked by skip(),
+ * which reads lengths and counts and builds nothing. The result is
+ * project_events(full decode, tree) and the errors are a full decode's, in class and
+ * offset: skip() makes every check srl_dec_item would make, in the same order, and
+ * marks the same tag starts. Two kinds of item are decoded in full even where they are
+ * skipped, because later back-references may need them as a full decode left them: an
+ * item with the F bit (REFP / ALIAS targets, registered) and an object (OBJECT*: it
+ * registers its class name for OBJECTV and the blessing of its referent). A value
+ * that is not an untracked hash (a tracked one, a REFP, a WEAKEN, ...) is decoded in
+ * full and then narrowed by project_obj(), so sharing is what projecting a full
+ * decode gives. eventstore/sereal/pure/project.py is the same walk in Python. */
+#include "decoder.h"
+
+static int skip(Dec *d, Py_ssize_t *pos);
+
+/* The first non-PAD position at or after p (maybe d->end); raises nothing. */
+static inline Py_ssize_t
+past_pad(const Dec *d, Py_ssize_t p)
+{
+    while (p < d->end && (d->data[p] & 0x7f) == SRL_PAD)
+        p++;
+    return p;
+}
+
+static int
+check_tree(PyObject *tree, int depth)
+{
+    if (!PyDict_Check(tree)) {
+        PyErr_Format(PyExc_ValueError, "a projection tree is a dict, not %.80s",
+                     Py_TYPE(tree)->tp_name);
+        return -1;
+    }
+    if (depth > SRL_MAX_DEPTH_CAP) {
+        PyErr_Format(PyExc_ValueError, "projection tree deeper than %d", SRL_MAX_DEPTH_CAP);
+        return -1;
+    }
+    Py_ssize_t i = 0;
+    PyObject *key, *sub;
+    while (PyDict_Next(tree, &i, &key, &sub)) {
+        if (!PyUnicode_CheckExact(key)) {
+            PyErr_Format(PyExc_ValueError, "projection keys are str, not %.80s",
+                         Py_TYPE(key)->tp_name);
+            return -1;
+        }
+        if (sub != Py_None && check_tree(sub, depth + 1) < 0)
+            return -1;
+    }
+    return 0;
+}
+
+int
+srl_check_projection(PyObject *tree)
+{
+    return check_tree(tree, 1);
+}
+
+/* projection.project() on a decoded value (steals v): a dict narrowed to `tree` (a new
+ * dict sharing the kept values), anything else as is. Not charged to the budget: it
+ * is at most the size of what the full decode of v was charged for. */
+static PyObject *
+project_obj(PyObject *v, PyObject *tree)
+{
+    if (v == NULL || !PyDict_Check(v))
+        return v;
+    PyObject *out = PyDict_New();
+    Py_ssize_t i = 0;
+    PyObject *key, *item;
+    while (out != NULL && PyDict_Next(v, &i, &key, &item)) {
+        PyObject *sub = PyDict_GetItemWithError(tree, key);
+        if (sub == NULL) {
+            if (PyErr_Occurred())
+                Py_CLEAR(out);
+            continue;
+        }
+        PyObject *kept = sub == Py_None ? Py_NewRef(item) : project_obj(Py_NewRef(item), sub);
+        if (kept == NULL || PyDict_SetItem(out, key, kept) < 0)
+            Py_CLEAR(out);
+        Py_XDECREF(kept);
+    }
+    Py_DECREF(v);
+    return out;
+}
+
+/* The offset at *pos of the back-reference at tagpos: the position it names, which
+ * must be a tag start before `limit` (as decode_refs.c's resolve). */
+static Py_ssize_t
+resolve(Dec *d, Py_ssize_t tagpos, Py_ssize_t *pos, Py_ssize_t limit, const char *what)
+{
+    uint64_t o;
+    if (srl_dec_varint(d, pos, &o, "an offset") < 0)
+        return -1;
+    Py_ssize_t target = o > (uint64_t)(limit - d->base) ? -1 : d->base + (Py_ssize_t)o;
+    if (target < d->start || target >= limit || !srl_is_tag_start(d, target)) {
+        srl_raise(srl_state.BadBackReference, tagpos,
+                  "%s offset %llu does not point at an earlier tag of this body", what,
+                  (unsigned long long)o);
+        return -1;
+    }
+    return target;
+}
+
+/* A REFP or ALIAS (no F bit) at tagpos, checked as decode_refs.c checks it. */
+static int
+skip_backref(Dec *d, Py_ssize_t tagpos, Py_ssize_t *pos, const char *what)
+{
+    Py_ssize_t p = tagpos + 1;
+    Py_ssize_t target = resolve(d, tagpos, &p, tagpos, what);
+    intptr_t hit;
+    if (target < 0)
+        return -1;
+    if (!srl_offtable_get(&d->tracked, target, &hit)) {
+        srl_raise(srl_state.BadBackReference, tagpos,
+                  "%s points at position %zd, which holds no tracked item", what, target);
+        return -1;
+    }
+    *pos = p;
+    return 0;
+}
+
+/* A COPY at tagpos, checked as decode.c's copy_string_borrowed checks it: a string tag
+ * read earlier in this body (what its cache holds is such a string too). */
+static int
+skip_copy(Dec *d, Py_ssize_t tagpos, Py_ssize_t *pos)
+{
+    Py_ssize_t p = tagpos + 1;
+    uint64_t o;
+    if (srl_dec_varint(d, &p, &o, "a COPY offset") < 0)
+        return -1;
+    Py_ssize_t target = o > (uint64_t)(tagpos - d->base) ? -1 : d->base + (Py_ssize_t)o;
+    if (target < d->start || target >= tagpos || !srl_is_tag_start(d, target) ||
+        !srl_is_string_tag(d->data[target] & 0x7f)) {
+        srl_raise(srl_state.BadBackReference, tagpos,
+                  "COPY offset %llu does not point at a string read earlier",
+                  (unsigned long long)o);
+        return -1;
+    }
+    *pos = p;
+    return 0;
+}
+
+/* The string tag at tagpos (any string tag), its length checked as read_string does. */
+static int
+skip_string(Dec *d, Py_ssize_t tagpos, Py_ssize_t *pos, uint8_t tag)
+{
+    Py_ssize_t p = tagpos + 1;
+    Py_ssize_t n;
+    if (tag >= SRL_SHORT_BINARY_LOW) {
+        n = tag & 0x1f;
+    } else {
+        uint64_t len;
+        if (srl_dec_varint(d, &p, &len, "a string length") < 0)
+            return -1;
+        if (len > (uint64_t)(d->end - p)) {
+            srl_raise(srl_state.TruncatedInput, d->end,
+                      "string of %llu bytes runs past the end of the input",
+                      (unsigned long long)len);
+            return -1;
+        }
+        n = (Py_ssize_t)len;
+    }
+    if (n > d->end - p) {
+        srl_raise(srl_state.TruncatedInput, d->end, "string runs past the end of the input");
+        return -1;
+    }
+    *pos = p + n;
+    return 0;
+}
+
+/* A hash key, class name or regexp part, checked as srl_dec_key checks it. */
+static int
+skip_key(Dec *d, Py_ssize_t *pos, const char *what)
+{
+    if (srl_skip_pad(d, pos) < 0)
+        return -1;
+    Py_ssize_t tagpos = *pos;
+    srl_mark_tag(d, tagpos);
+    uint8_t t = d->data[tagpos], tag = t & 0x7f;
+    if (srl_is_string_tag(tag))
+        return skip_string(d, tagpos, pos, tag);
+    if (tag == SRL_COPY)
+        return skip_copy(d, tagpos, pos);
+    srl_raise(srl_state.InvalidStructure, tagpos, "%s must be a string, found tag 0x%02x", what,
+              t);
+    return -1;
+}
+
+/* n items (pairs: n keys and values) at *pos; the caller has opened the level. */
+static int
+skip_items(Dec *d, Py_ssize_t *pos, Py_ssize_t n, int pairs)
+{
+    if (pairs ? n > (d->end - *pos) / 2 : n > d->end - *pos) {
+        srl_raise(srl_state.TruncatedInput, d->end,
+                  "%s of %zd cannot fit in the %zd bytes left", pairs ? "hash" : "array", n,
+                  d->end - *pos);
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (pairs && skip_key(d, pos, "hash key") < 0)
+            return -1;
+        if (skip(d, pos) < 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* The count of the ARRAY / HASH at tagpos (the caller has opened its level), checked
+ * as srl_dec_container checks it; then its items. */
+static int
+skip_container(Dec *d, Py_ssize_t tagpos, Py_ssize_t *pos)
+{
+    Py_ssize_t p = tagpos + 1;
+    uint64_t n;
+    if (srl_dec_varint(d, &p, &n, "a count") < 0)
+        return -1;
+    if (n > (uint64_t)(d->end - p)) {
+        srl_raise(srl_state.TruncatedInput, d->end, "count %llu exceeds the %zd bytes left",
+                  (unsigned long long)n, d->end - p);
+        return -1;
+    }
+    *pos = p;
+    return skip_items(d, pos, (Py_ssize_t)n, (d->data[tagpos] & 0x7f) == SRL_HASH);
+}
+
+/* Fully decode the item at *pos and drop it (the tables keep what later items need). */
+static int
+decode_and_drop(Dec *d, Py_ssize_t *pos)
+{
+    PyObject *v = srl_dec_item(d, pos);
+    if (v == NULL)
+        return -1;
+    Py_DECREF(v);
+    return 0;
+}
+
+/* Walk the item at *pos (after any PAD) as srl_dec_item would read it, building only
+ * tracked items and objects; advance past it. */
+static int
+skip(Dec *d, Py_ssize_t *pos)
+{
+    if (srl_skip_pad(d, pos) < 0)
+        return -1;
+    Py_ssize_t tagpos = *pos;
+    uint8_t t = d->data[tagpos], tag = t & 0x7f;
+    if (t & SRL_TRACK)
+        return decode_and_drop(d, pos);
+    srl_mark_tag(d, tagpos);
+    if (tag >= SRL_SHORT_BINARY_LOW)
+        return skip_string(d, tagpos, pos, tag);
+    if (tag >= SRL_ARRAYREF_LOW) {
+        if (srl_dec_enter(d, tagpos) < 0)
+            return -1;
+        *pos = tagpos + 1;
+        int rc = skip_items(d, pos, tag & 0x0f, tag >= SRL_HASHREF_LOW);
+        d->depth--;
+        return rc;
+    }
+    if (tag < SRL_VARINT) { /* small positive and negative integers */
+        *pos = tagpos + 1;
+        return 0;
+    }
+    int rc;
+    uint64_t u;
+    *pos = tagpos + 1;
+    switch (tag) {
+    case SRL_BINARY:
+    case SRL_STR_UTF8:
+        return skip_string(d, tagpos, pos, tag);
+    case SRL_COPY:
+        return skip_copy(d, tagpos, pos);
+    case SRL_UNDEF:
+    case SRL_CANONICAL_UNDEF:
+    case SRL_TRUE:
+    case SRL_YES:
+    case SRL_FALSE:
+    case SRL_NO:
+        return 0;
+    case SRL_VARINT:
+        return srl_dec_varint(d, pos, &u, "a VARINT");
+    case SRL_ZIGZAG:
+        return srl_dec_varint(d, pos, &u, "a ZIGZAG");
+    case SRL_FLOAT:
+    case SRL_DOUBLE:
+    case SRL_LONG_DOUBLE:
+    case SRL_FLOAT_128: {
+        Py_ssize_t n = tag == SRL_FLOAT ? 4 : tag == SRL_DOUBLE ? 8 : 16;
+        if (n > d->end - *pos) {
+            srl_raise(srl_state.TruncatedInput, d->end, "input ends inside a number");
+            return -1;
+        }
+        *pos += n;
+        return 0;
+    }
+    case SRL_ARRAY:
+    case SRL_HASH:
+        if (srl_dec_enter(d, tagpos) < 0)
+            return -1;
+        rc = skip_container(d, tagpos, pos);
+        d->depth--;
+        return rc;
+    case SRL_REFN: {
+        if (srl_dec_enter(d, tagpos) < 0)
+            return -1;
+        Py_ssize_t q = tagpos + 1;
+        if (srl_skip_pad(d, &q) < 0) {
+            d->depth--;
+            return -1;
+        }
+        *pos = q;
+        uint8_t next = d->data[q];
+        if ((next & 0x7f) == SRL_ARRAY || (next & 0x7f) == SRL_HASH) {
+            srl_mark_tag(d, q);
+            if (next & SRL_TRACK) { /* tracked: decoded in full, as decode_refs.c does */
+                PyObject *v = srl_dec_container(d, q, pos, NULL, 1);
+                rc = v == NULL ? -1 : 0;
+                Py_XDECREF(v);
+            } else {
+                rc = skip_container(d, q, pos);
+            }
+        } else {
+            rc = skip(d, pos);
+        }
+        d->depth--;
+        return rc;
+    }
+    case SRL_REFP:
+        return skip_backref(d, tagpos, pos, "REFP");
+    case SRL_ALIAS:
+        return skip_backref(d, tagpos, pos, "ALIAS");
+    case SRL_OBJECT:
+    case SRL_OBJECTV:
+    case SRL_OBJECT_FREEZE:
+    case SRL_OBJECTV_FREEZE:
+        *pos = tagpos;
+        return decode_and_drop(d, pos);
+    case SRL_WEAKEN:
+        if (srl_dec_enter(d, tagpos) < 0)
+            return -1;
+        rc = skip(d, pos);
+        d->depth--;
+        return rc;
+    case SRL_REGEXP:
+        if (skip_key(d, pos, "regexp pattern") < 0)
+            return -1;
+        return skip_key(d, pos, "regexp flags");
+    default:
+        srl_raise(srl_state.UnknownTag, tagpos, "unsupported tag 0x%02x", t);
+        return -1;
+    }
+}
+
+static PyObject *project_value(Dec *d, Py_ssize_t *pos, PyObject *tree);
+
+/* The n pairs at *pos of the untracked hash at tagpos (its level open), only the keys
+ * in `tree` built. Charges the dict at its tag, then a key and a value per kept pair. */
+static PyObject *
+project_hash(Dec *d, Py_ssize_t tagpos, Py_ssize_t *pos, Py_ssize_t n, PyObject *tree)
+{
+    if (n > (d->end - *pos) / 2)
+        return srl_raise(srl_state.TruncatedInput, d->end,
+                         "hash of %zd pairs cannot fit in the %zd bytes left", n,
+                         d->end - *pos);
+    if (srl_dec_charge(d, tagpos, 1) < 0)
+        return NULL;
+    PyObject *dict = PyDict_New();
+    if (dict == NULL)
+        return NULL;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Py_ssize_t key_pos, p = *pos;
+        PyObject *key;
+        if (p < d->end && d->data[p] == SRL_COPY) {
+            srl_mark_tag(d, p);
+            key = srl_dec_copy_string(d, p, pos, 1, &key_pos);
+        } else {
+            key = srl_dec_key(d, pos, "hash key", &key_pos);
+        }
+        if (key == NULL)
+            goto fail;
+        PyObject *sub = PyDict_GetItemWithError(tree, key); /* borrowed */
+        if (sub == NULL) {
+            Py_DECREF(key);
+            if (PyErr_Occurred() || skip(d, pos) < 0)
+                goto fail;
+            continue;
+        }
+        PyObject *value = NULL;
+        if (srl_dec_charge(d, tagpos, 2) == 0)
+            value = sub == Py_None ? srl_dec_item(d, pos) : project_value(d, pos, sub);
+        int rc = value == NULL ? -1 : PyDict_SetItem(dict, key, value);
+        Py_DECREF(key);
+        Py_XDECREF(value);
+        if (rc < 0)
+            goto fail;
+    }
+    return dict;
+fail:
+    Py_DECREF(dict);
+    return NULL;
+}
+
+/* The count of the untracked HASH at tagpos (its level open), as srl_dec_container
+ * reads it, then its pairs narrowed to `tree`. */
+static PyObject *
+project_counted_hash(Dec *d, Py_ssize_t tagpos, Py_ssize_t *pos, PyObject *tree)
+{
+    Py_ssize_t p = tagpos + 1;
+    uint64_t n;
+    if (srl_dec_varint(d, &p, &n, "a count") < 0)
+        return NULL;
+    if (n > (uint64_t)(d->end - p))
+        return srl_raise(srl_state.TruncatedInput, d->end,
+                         "count %llu exceeds the %zd bytes left", (unsigned long long)n,
+                         d->end - p);
+    *pos = p;
+    return project_hash(d, tagpos, pos, (Py_ssize_t)n, tree);
+}
+
+/* The item at *pos narrowed to `tree`: an untracked hash (HASH, HASHREF_n, REFN HASH)
+ * is read key by key; anything else is decoded in full, then narrowed if a dict. */
+static PyObject *
+project_value(Dec *d, Py_ssize_t *pos, PyObject *tree)
+{
+    Py_ssize_t p = past_pad(d, *pos);
+    if (p < d->end) {
+        uint8_t t = d->data[p];
+        PyObject *v;
+        if (t == SRL_HASH || (t >= SRL_HASHREF_LOW && t < SRL_SHORT_BINARY_LOW)) {
+            srl_mark_tag(d, p);
+            if (srl_dec_enter(d, p) < 0)
+                return NULL;
+            if (t == SRL_HASH) {
+                v = project_counted_hash(d, p, pos, tree);
+            } else {
+                *pos = p + 1;
+                v = project_hash(d, p, pos, t & 0x0f, tree);
+            }
+            d->depth--;
+            return v;
+        }
+        if (t == SRL_REFN) {
+            Py_ssize_t q = past_pad(d, p + 1);
+            if (q < d->end && d->data[q] == SRL_HASH) {
+                srl_mark_tag(d, p);
+                if (srl_dec_enter(d, p) < 0)
+                    return NULL;
+                srl_mark_tag(d, q);
+                v = project_counted_hash(d, q, pos, tree);
+                d->depth--;
+                return v;
+            }
+        }
+    }
+    return project_obj(srl_dec_item(d, pos), tree);
+}
+
+/* The elements of the untracked array at tagpos (its level open, n checked against
+ * nothing yet), each narrowed to `tree`; charged as read_array charges. */
+static PyObject *
+project_events(Dec *d, Py_ssize_t tagpos, Py_ssize_t *pos, Py_ssize_t n, PyObject *tree)
+{
+    if (n > d->end - *pos)
+        return srl_raise(srl_state.TruncatedInput, d->end,
+                         "array of %zd items cannot fit in the %zd bytes left", n,
+                         d->end - *pos);
+    if (srl_dec_charge(d, tagpos, 1 + n) < 0)
+        return NULL;
+    PyObject *list = PyList_New(n);
+    if (list == NULL)
+        return NULL;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *item = project_value(d, pos, tree);
+        if (item == NULL) {
+            Py_DECREF(list);
+            return NULL;
+        }
+        PyList_SET_ITEM(list, i, item);
+    }
+    return list;
+}
+
+/* The count of the untracked ARRAY at tagpos (its level open), then its events. */
+static PyObject *
+project_counted_array(Dec *d, Py_ssize_t tagpos, Py_ssize_t *pos, PyObject *tree)
+{
+    Py_ssize_t p = tagpos + 1;
+    uint64_t n;
+    if (srl_dec_varint(d, &p, &n, "a count") < 0)
+        return NULL;
+    if (n > (uint64_t)(d->end - p))
+        return srl_raise(srl_state.TruncatedInput, d->end,
+                         "count %llu exceeds the %zd bytes left", (unsigned long long)n,
+                         d->end - p);
+    *pos = p;
+    return project_events(d, tagpos, pos, (Py_ssize_t)n, tree);
+}
+
+PyObject *
+srl_dec_projected(Dec *d, Py_ssize_t *pos, PyObject *tree)
+{
+    Py_ssize_t p = past_pad(d, *pos);
+    if (p < d->end) {
+        uint8_t t = d->data[p];
+        PyObject *v = NULL;
+        Py_ssize_t q = t == SRL_REFN ? past_pad(d, p + 1) : p;
+        if (t == SRL_ARRAY || (t >= SRL_ARRAYREF_LOW && t < SRL_HASHREF_LOW) ||
+            (t == SRL_REFN && q < d->end && d->data[q] == SRL_ARRAY)) {
+            srl_mark_tag(d, p);
+            if (srl_dec_enter(d, p) < 0)
+                return NULL;
+            if (t >= SRL_ARRAYREF_LOW) {
+                *pos = p + 1;
+                v = project_events(d, p, pos, t & 0x0f, tree);
+            } else {
+                srl_mark_tag(d, q);
+                v = project_counted_array(d, q, pos, tree);
+            }
+            d->depth--;
+            return v;
+        }
+    }
+    PyObject *v = srl_dec_item(d, pos);
+    if (v == NULL || !PyList_Check(v))
+        return v;
+    Py_ssize_t n = PyList_GET_SIZE(v);
+    PyObject *out = PyList_New(n);
+    for (Py_ssize_t i = 0; out != NULL && i < n; i++) {
+        PyObject *e = project_obj(Py_NewRef(PyList_GET_ITEM(v, i)), tree);
+        if (e == NULL)
+            Py_CLEAR(out);
+        else
+            PyList_SET_ITEM(out, i, e);
+    }
+    Py_DECREF(v);
+    return out;
+}
