@@ -2,11 +2,14 @@
 
 1. **Latency** (real processes): a devnode whose hook drives a companion (gunicorn,
    ``--workers`` workers x ``--threads`` threads) with 10 substreams (the 3 examples
-   and 7 typical cherry-picks). Each epoch of ``--chunks`` chunks of ~``--chunk-kb`` KB
-   (compressed) is written, then its metadata; the time from the metadata PUT until
-   each result is durably stored is read from the devnode's ``node_puts_total``
-   (``/stats``, polled every 10 ms; nothing else writes meanwhile), giving p50/p99
-   over all results and the time until the epoch's last result. Per epoch it also
+   and 7 typical cherry-picks), each declaring the fields it reads (``--fields off``:
+   the same plugins without their declarations, so every event is built whole;
+   ``--fields both``: one stack of each, their epochs interleaved). Each epoch of
+   ``--chunks`` chunks of ~``--chunk-kb`` KB (compressed) is written, then its
+   metadata; the time from the metadata PUT until each result is durably stored is
+   read from the devnode's ``node_puts_total`` (``/stats``, polled every 10 ms;
+   nothing else writes meanwhile), giving p50/p99 over all results and the time until
+   the epoch's last result. Per epoch it also
    prints the load average, the CPU seconds of the companion's and the devnode's
    process trees (and the floor they set on this machine's cores), the devnode's
    writes per store transaction, and the companion's own wall and CPU seconds per
@@ -14,18 +17,23 @@
 2. **Decode once** (in-process): per chunk, one verify+decode then 1, 10 or 50
    substreams in the sandbox, against the same work decoding once per substream.
 3. **CPU per epoch**: CPU seconds (this process + sandboxed children) to verify,
-   decode and run 10 substreams on the chunks, extrapolated to Booking's ~70 MB
-   compressed epoch; decode alone is given too (Booking: ~5 s in Perl).
+   decode and run 10 substreams on the chunks as the companion does (isolation
+   ``chunk``: checked here, decoded in the child with the fields declared),
+   extrapolated to Booking's ~70 MB compressed epoch; decode alone is given too
+   (Booking: ~5 s in Perl).
 
     .venv/bin/python bench/companion_bench.py [--chunks 100] [--chunk-kb 400] [--epochs 3]
-        [--isolation chunk|substream|both] [--only-latency | --skip-latency]
+        [--isolation chunk|substream|both] [--fields on|off|both]
+        [--only-latency | --skip-latency]
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import random
+import re
 import resource
 import statistics
 import tempfile
@@ -36,12 +44,14 @@ from typing import Any
 from events import generate_events
 from report import emit, figure
 
+from companion.chunks import check_chunk, decode_chunk
 from companion.testing import Stack, start_stack
-from eventstore.blob import pack_blob, unpack_blob
+from eventstore.blob import DecodeLimits, pack_blob, unpack_blob
 from eventstore.names import ChunkKey, format_metadata
+from eventstore.sereal.projection import project_events
 from substreams.api import Context, Substream
 from substreams.loader import load_file, plugin_files
-from substreams.sandbox import Isolation, run_substreams
+from substreams.sandbox import Isolation, Loader, run_substreams
 
 EXAMPLES = Path(__file__).parents[1] / "substreams" / "examples"
 BOOKING_EPOCH_BYTES = 70 * 2**20
@@ -49,34 +59,35 @@ BOOKING_EPOCH_BYTES = 70 * 2**20
 EXTRA = {
     "pick_search.py": (
         "from substreams import substream, pick, where\n"
-        "@substream(name='pick_search', types=['web'])\n"
+        "@substream(name='pick_search', types=['web'],\n"
+        "           fields=['url', 'search.city', 'search.nights', 'lang'])\n"
         "def pick_search(events, ctx):\n"
         "    return [pick(e, 'search.city', 'search.nights', 'lang') for e in events\n"
         "            if e.get('url') == '/search']\n"
     ),
     "status_counts.py": (
         "from substreams import substream, count_by\n"
-        "@substream(name='status_counts')\n"
+        "@substream(name='status_counts', fields=['status'])\n"
         "def status_counts(events, ctx):\n"
         "    return count_by(events, 'status')\n"
     ),
     "slow_lb.py": (
         "from substreams import substream, dig\n"
-        "@substream(name='slow_lb', types=['lb'])\n"
+        "@substream(name='slow_lb', types=['lb'], fields=['server', 'tt'])\n"
         "def slow_lb(events, ctx):\n"
         "    return [{'server': e.get('server'), 'tt': e.get('tt')} for e in events\n"
         "            if (dig(e, 'tt') or 0) > 1500]\n"
     ),
     "cron_failures.py": (
         "from substreams import substream\n"
-        "@substream(name='cron_failures', types=['cron'])\n"
+        "@substream(name='cron_failures', types=['cron'], fields=['job', 'message', 'success'])\n"
         "def cron_failures(events, ctx):\n"
         "    return [{'job': e.get('job'), 'msg': e.get('message')} for e in events\n"
         "            if e.get('success') is False]\n"
     ),
     "experiments.py": (
         "from substreams import substream, dig\n"
-        "@substream(name='experiments', types=['web'])\n"
+        "@substream(name='experiments', types=['web'], fields=['experiments'])\n"
         "def experiments(events, ctx):\n"
         "    out = {}\n"
         "    for e in events:\n"
@@ -87,14 +98,14 @@ EXTRA = {
     ),
     "mobile_share.py": (
         "from substreams import substream\n"
-        "@substream(name='mobile_share', types=['web'])\n"
+        "@substream(name='mobile_share', types=['web'], fields=['is_mobile'])\n"
         "def mobile_share(events, ctx):\n"
         "    n = sum(1 for e in events if e.get('is_mobile'))\n"
         "    return {'mobile': n, 'total': len(events)}\n"
     ),
     "bytes_by_host.py": (
         "from substreams import substream\n"
-        "@substream(name='bytes_by_host')\n"
+        "@substream(name='bytes_by_host', fields=['bytes_sent', 'bytes_read', 'host'])\n"
         "def bytes_by_host(events, ctx):\n"
         "    out = {}\n"
         "    for e in events:\n"
@@ -105,9 +116,16 @@ EXTRA = {
 }
 
 
-def plugin_sources() -> dict[str, str]:
+#: A ``fields=[...]`` declaration in a plugin's source (and the comma after it).
+FIELDS_RE = re.compile(r"\bfields=\[[^\]]*\],?")
+
+
+def plugin_sources(fields: bool = True) -> dict[str, str]:
+    """The 10 plugins' sources; without their ``fields`` declarations unless ``fields``."""
     sources = {p.name: p.read_text() for p in plugin_files(EXAMPLES)}
     sources.update(EXTRA)
+    if not fields:
+        sources = {name: FIELDS_RE.sub("", text) for name, text in sources.items()}
     return sources
 
 
@@ -176,13 +194,16 @@ def load() -> str:
     return f"load {one:.2f} {five:.2f} {fifteen:.2f}"
 
 
-def bench_latency(
-    args: argparse.Namespace, chunks: list[tuple[str, Any, bytes]], isolation: str
-) -> dict[str, Any]:
-    with tempfile.TemporaryDirectory(prefix="companion-bench-") as tmp:
-        stack = start_stack(
-            Path(tmp) / "stack",
-            plugins=plugin_sources(),
+class Variant:
+    """One companion stack with one plugin set (fields declared or not): its epochs and
+    the figures summed over them."""
+
+    def __init__(self, args: argparse.Namespace, root: Path, isolation: str, fields: bool):
+        self.args, self.isolation, self.fields = args, isolation, fields
+        self.name = f"{isolation}, fields {'declared' if fields else 'not declared'}"
+        self.stack = start_stack(
+            root,
+            plugins=plugin_sources(fields),
             companion={
                 "workers": args.workers,
                 "threads": args.threads,
@@ -195,96 +216,126 @@ def bench_latency(
                 "status_interval_s": 1.0,
             },
         )
+        loaded = {s.name: s for p in self.stack.plugin_dir.glob("*.py") for s in load_file(p)}
+        self.subs = list(loaded.values())
+        self.latencies: list[float] = []
+        self.cpu_s = {"companion": 0.0, "devnode": 0.0}
+        self.stages_cpu: dict[str, float] = {}
+        self.epochs = 0
+
+    def stop(self) -> None:
+        self.stack.stop()
+
+    def epoch(self, e: int, chunks: list[tuple[str, Any, bytes]]) -> None:
+        stack, args = self.stack, self.args
+        expected = sum(sum(1 for s in self.subs if s.matches(t, "main")) for t, _, _ in chunks)
+        epoch = 1_800_000_000 + e
+        keys = []
+        for i, (type_, _, blob) in enumerate(chunks):
+            key = ChunkKey(epoch, "dc1", type_, "main", i)
+            stack.riak.put("events", "events", key.format(), blob)
+            keys.append(key)
+        before = puts_stored(stack)
+        commits_before = commits(stack)
+        view = stack.companion.json("/v1/status")
+        stages_before = view.get("stages_s", {}), view.get("stages_cpu_s", {})
+        pids = stack.companion.pid or 0, stack.devnode.pid or 0
+        cpu_before = tree_cpu_s(pids[0]), tree_cpu_s(pids[1])
+        load_at_start = load()
+        t0 = time.monotonic()
+        stack.riak.put(
+            "epochs", "epochs", f"{epoch}-dc1", format_metadata(keys).encode(),
+            content_type="text/plain",
+        )  # fmt: skip
+        put_s = time.monotonic() - t0
+        seen: list[float] = []
+        done = 0
+        while done < expected and time.monotonic() - t0 < 120:
+            now = puts_stored(stack) - before - 1  # the metadata PUT itself
+            t = time.monotonic() - t0
+            seen += [t] * (now - done)
+            done = now
+            time.sleep(0.01)
+        cpu_after = tree_cpu_s(pids[0]), tree_cpu_s(pids[1])
+        transactions, writes = (a - b for a, b in zip(commits(stack), commits_before, strict=True))
+        time.sleep(args.settle_s)  # the workers' status snapshots catch up
+        status = stack.companion.json("/v1/status")
+        wall, cpu = (
+            {k: v - before.get(k, 0.0) for k, v in status.get(name, {}).items()}
+            for name, before in zip(("stages_s", "stages_cpu_s"), stages_before, strict=True)
+        )
+        self.latencies += seen
+        self.epochs += 1
+        print(
+            f"  [{self.name}] epoch {e}: metadata PUT {put_s * 1000:.1f} ms; results stored "
+            f"{done}/{expected}; p50 {pct(seen, 0.5):.3f} s, p99 {pct(seen, 0.99):.3f} s,"
+            f" last {max(seen):.3f} s; at start {load_at_start}, at end {load()}"
+        )
+        companion_cpu = cpu_after[0] - cpu_before[0]
+        devnode_cpu = cpu_after[1] - cpu_before[1]
+        self.cpu_s["companion"] += companion_cpu
+        self.cpu_s["devnode"] += devnode_cpu
+        for k, v in cpu.items():
+            self.stages_cpu[k] = self.stages_cpu.get(k, 0.0) + v
+        cores = os.cpu_count() or 1
+        print(
+            f"    CPU s: companion {companion_cpu:.2f}, devnode {devnode_cpu:.2f}; "
+            f"companion CPU per chunk {companion_cpu / len(chunks) * 1000:.1f} ms; "
+            f"CPU floor on {cores} idle cores "
+            f"{(companion_cpu + devnode_cpu) / cores:.2f} s; devnode: {writes} writes "
+            f"in {transactions} transactions (fsyncs)"
+        )
+        print("    per chunk, wall ms: " + per_chunk_ms(wall, len(chunks)))
+        print(
+            "    per chunk, CPU ms: "
+            + per_chunk_ms(cpu, len(chunks))
+            + f", rest (child start/exit, HTTP, status) "
+            f"{(companion_cpu - sum(cpu.values())) / len(chunks) * 1000:.1f}"
+        )
+
+    def summary(self, chunks: int) -> dict[str, Any]:
+        n = chunks * self.epochs
+        print(
+            f"  [{self.name}] all {self.epochs} epochs: p50 {pct(self.latencies, 0.5):.3f} s, "
+            f"p99 {pct(self.latencies, 0.99):.3f} s (target p99 <= 1.5 s at 100 chunks, "
+            f"<= 1 s at 50); companion CPU per chunk "
+            f"{self.cpu_s['companion'] / n * 1000:.1f} ms (target <= 20), by stage: "
+            + per_chunk_ms(self.stages_cpu, n)
+        )
+        return {"p99_s": pct(self.latencies, 0.99), "cpu_s": self.cpu_s, "chunks": n}
+
+
+def bench_latency(
+    args: argparse.Namespace, chunks: list[tuple[str, Any, bytes]], isolation: str
+) -> dict[str, dict[str, Any]]:
+    """Every fields variant asked for, one stack each, their epochs interleaved."""
+    kb = statistics.mean(len(b) for *_, b in chunks) / 1024
+    fields = {"on": [True], "off": [False], "both": [True, False]}[args.fields]
+    with tempfile.TemporaryDirectory(prefix="companion-bench-") as tmp:
+        variants: list[Variant] = []
         try:
-            loaded = {s.name: s for path in stack.plugin_dir.glob("*.py") for s in load_file(path)}
-            subs = list(loaded.values())
-            per_chunk = [sum(1 for s in subs if s.matches(t, "main")) for t, _, _ in chunks]
-            expected = sum(per_chunk)
-            kb = statistics.mean(len(b) for *_, b in chunks) / 1024
+            for on in fields:
+                variants.append(Variant(args, Path(tmp) / f"stack-{on}", isolation, on))
+            runs = sum(sum(1 for s in variants[0].subs if s.matches(t, "main")) for t, *_ in chunks)
             print(
-                f"latency: {len(chunks)} chunks x {kb:.0f}"
-                f" KB, {len(subs)} substreams ({expected / len(chunks):.1f} run per chunk), "
-                f"{args.workers} workers x {args.threads} threads, isolation {isolation}"
+                f"latency: {len(chunks)} chunks x {kb:.0f} KB, {len(variants[0].subs)} "
+                f"substreams ({runs / len(chunks):.1f} run per chunk), {args.workers} workers "
+                f"x {args.threads} threads, isolation {isolation}; "
+                + ", ".join(v.name for v in variants)
+                + " (interleaved)"
             )
-            all_latencies: list[float] = []
-            cpu_s = {"companion": 0.0, "devnode": 0.0}
-            companion_pid = stack.companion.pid or 0
-            devnode_pid = stack.devnode.pid or 0
             for e in range(args.epochs):
-                epoch = 1_800_000_000 + e
-                keys = []
-                for i, (type_, _, blob) in enumerate(chunks):
-                    key = ChunkKey(epoch, "dc1", type_, "main", i)
-                    stack.riak.put("events", "events", key.format(), blob)
-                    keys.append(key)
-                before = puts_stored(stack)
-                commits_before = commits(stack)
-                view = stack.companion.json("/v1/status")
-                stages_before = view.get("stages_s", {}), view.get("stages_cpu_s", {})
-                cpu_before = tree_cpu_s(companion_pid), tree_cpu_s(devnode_pid)
-                t0 = time.monotonic()
-                stack.riak.put(
-                    "epochs", "epochs", f"{epoch}-dc1", format_metadata(keys).encode(),
-                    content_type="text/plain",
-                )  # fmt: skip
-                put_s = time.monotonic() - t0
-                seen: list[float] = []
-                done = 0
-                while done < expected and time.monotonic() - t0 < 120:
-                    now = puts_stored(stack) - before - 1  # the metadata PUT itself
-                    t = time.monotonic() - t0
-                    seen += [t] * (now - done)
-                    done = now
-                    time.sleep(0.01)
-                cpu_after = tree_cpu_s(companion_pid), tree_cpu_s(devnode_pid)
-                transactions, writes = (
-                    a - b for a, b in zip(commits(stack), commits_before, strict=True)
-                )
-                time.sleep(args.settle_s)  # the workers' status snapshots catch up
-                status = stack.companion.json("/v1/status")
-                wall, cpu = (
-                    {k: v - before.get(k, 0.0) for k, v in status.get(name, {}).items()}
-                    for name, before in zip(
-                        ("stages_s", "stages_cpu_s"), stages_before, strict=True
-                    )
-                )
-                all_latencies += seen
-                print(
-                    f"  epoch {e}: metadata PUT {put_s * 1000:.1f} ms; results stored "
-                    f"{done}/{expected}; p50 {pct(seen, 0.5):.3f} s, p99 {pct(seen, 0.99):.3f} s,"
-                    f" last {max(seen):.3f} s; {load()}"
-                )
-                companion_cpu = cpu_after[0] - cpu_before[0]
-                devnode_cpu = cpu_after[1] - cpu_before[1]
-                cpu_s["companion"] += companion_cpu
-                cpu_s["devnode"] += devnode_cpu
-                cores = os.cpu_count() or 1
-                print(
-                    f"    CPU s: companion {companion_cpu:.2f}, devnode {devnode_cpu:.2f}; "
-                    f"companion CPU per chunk {companion_cpu / len(chunks) * 1000:.1f} ms; "
-                    f"CPU floor on {cores} idle cores "
-                    f"{(companion_cpu + devnode_cpu) / cores:.2f} s; devnode: {writes} writes "
-                    f"in {transactions} transactions (fsyncs)"
-                )
-                print("    per chunk, wall ms: " + per_chunk_ms(wall, len(chunks)))
-                print(
-                    "    per chunk, CPU ms: "
-                    + per_chunk_ms(cpu, len(chunks))
-                    + f", rest (child start/exit, HTTP, status) "
-                    f"{(companion_cpu - sum(cpu.values())) / len(chunks) * 1000:.1f}"
-                )
-            print(
-                f"  all epochs: p50 {pct(all_latencies, 0.5):.3f} s, "
-                f"p99 {pct(all_latencies, 0.99):.3f} s (target p99 <= 1 s)"
-            )
-            return {
-                "p99_s": pct(all_latencies, 0.99),
-                "chunk_kb": kb,
-                "cpu_s": cpu_s,
-                "chunks": len(chunks) * args.epochs,
-            }
+                for v in variants if e % 2 == 0 else variants[::-1]:
+                    v.epoch(e, chunks)
+            results = {}
+            for v in variants:
+                got = v.summary(len(chunks))
+                got["chunk_kb"] = kb
+                results[v.name] = got
+            return results
         finally:
-            stack.stop()
+            for v in variants:
+                v.stop()
 
 
 def cpu_now() -> float:
@@ -337,12 +388,20 @@ def bench_cpu(
     decode_cpu = cpu_now() - c0
     c0 = cpu_now()
     runs = 0
+    limits = DecodeLimits()
     for i, (type_, _, blob) in enumerate(chunks):
-        events = unpack_blob(blob)
+        # As the companion's chunk thread does (companion/worker.py, Engine._source).
+        key = ChunkKey(0, "dc", type_, "main", i)
+        source: Loader
+        if isolation == "chunk":
+            check_chunk(key, blob, limits)
+            source = functools.partial(decode_chunk, key, blob, limits)
+        else:
+            source = functools.partial(project_events, decode_chunk(key, blob, limits))
         chosen = [s for s in subs if s.matches(type_, "main")]
         runs += len(chosen)
-        ctx = Context(0, "dc", type_, "main", i)
-        run_substreams(chosen, events, ctx, max_parallel=4, isolation=isolation)
+        run_substreams(chosen, source, Context.of(key), max_parallel=4, isolation=isolation)
+        del source
     total_cpu = cpu_now() - c0
     scale = BOOKING_EPOCH_BYTES / compressed
     print(
@@ -369,6 +428,12 @@ def main() -> None:
     parser.add_argument("--only-latency", action="store_true")
     parser.add_argument("--settle-s", type=float, default=1.5, help=argparse.SUPPRESS)
     parser.add_argument("--isolation", choices=["substream", "chunk", "both"], default="both")
+    parser.add_argument(
+        "--fields",
+        choices=["on", "off", "both"],
+        default="on",
+        help="the plugins declare their fields (on), not (off), or one stack each (both)",
+    )
     parser.add_argument("--json", action="store_true", help="headline figures as JSON, last")
     args = parser.parse_args()
     t = time.perf_counter()
@@ -377,7 +442,7 @@ def main() -> None:
     latency: dict[str, dict[str, Any]] = {}
     print(f"generated {len(chunks)} chunks in {time.perf_counter() - t:.1f} s")
     with tempfile.TemporaryDirectory() as tmp:
-        for name, source in plugin_sources().items():
+        for name, source in plugin_sources(args.fields != "off").items():
             (Path(tmp) / name).write_text(source)
         subs = [s for p in plugin_files(Path(tmp)) for s in load_file(p)]
         modes: list[Isolation] = (
@@ -388,13 +453,13 @@ def main() -> None:
             epoch_cpu[mode] = bench_cpu(chunks, subs, mode)
     if not args.skip_latency:
         for mode in modes:
-            latency[mode] = bench_latency(args, chunks, mode)
+            latency.update(bench_latency(args, chunks, mode))
     if args.json:
         headline(epoch_cpu, latency)
 
 
 def headline(epoch_cpu: dict[str, dict[str, float]], latency: dict[str, dict[str, Any]]) -> None:
-    """The figures bench/report.py shows (per isolation mode run)."""
+    """The figures bench/report.py shows (per isolation mode and fields variant run)."""
     figures, cpu_s = [], {}
     for mode, cpu in epoch_cpu.items():
         figures.append(

@@ -1,5 +1,6 @@
-"""Reading one chunk for processing: fetched from the local node, verified and decoded
-once within the decode limits.
+"""Reading one chunk for processing: fetched from the local node and checked by the
+chunk thread; decoded, within the decode limits, in the child that runs its
+substreams (or by the chunk thread when each substream runs in a child of its own).
 
 Every failure is a :class:`~companion.errors.InputChunkUnreadable` whose message starts with
 what every matching substream's ``error`` result will say: ``chunk_unreadable:`` (not
@@ -10,14 +11,17 @@ is decompressed; companion/DESIGN.md, failure scenario 13).
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 from companion.errors import InputChunkUnreadable
-from eventstore.blob import DecodeLimits, unpack_blob
+from eventstore.blob import DecodeLimits, unpack_blob, verify_postfix
 from eventstore.errors import BlobTooLarge, EventStoreError
 from eventstore.names import ChunkKey, Namespaces
 from eventstore.riak import NotFound, RiakClient, RiakError
+from eventstore.sereal.projection import Tree
 from substreams.api import Event
 
-__all__ = ["decode_chunk", "fetch_chunk"]
+__all__ = ["check_chunk", "decode_chunk", "fetch_chunk"]
 
 
 def fetch_chunk(riak: RiakClient, namespaces: Namespaces, key: ChunkKey) -> bytes:
@@ -34,18 +38,50 @@ def fetch_chunk(riak: RiakClient, namespaces: Namespaces, key: ChunkKey) -> byte
         raise InputChunkUnreadable(f"chunk_unreadable: {key} could not be read: {e}") from e
 
 
-def decode_chunk(key: ChunkKey, blob: bytes, limits: DecodeLimits) -> list[Event]:
-    """The chunk's events, verified and decoded.
+def check_chunk(key: ChunkKey, blob: bytes, limits: DecodeLimits) -> None:
+    """What can be told without decoding: the checksum, the Sereal header, and the body
+    size it claims against the limits (nothing is decompressed).
 
     Raises:
-        InputChunkUnreadable: over the decode limits, corrupt, or not an array of events.
+        InputChunkUnreadable: a bad or missing checksum, a malformed header, or a body
+            over the limits (``too_large:``).
     """
     try:
-        events = unpack_blob(blob, key=key.format(), limits=limits)
+        document = verify_postfix(blob, key.format())
+        limits.check(document, len(blob), key.format())
     except BlobTooLarge as e:
         raise InputChunkUnreadable(f"too_large: {e}") from e
     except EventStoreError as e:
         raise InputChunkUnreadable(f"chunk_unreadable: {e}") from e
+
+
+def decode_chunk(
+    key: ChunkKey, blob: bytes, limits: DecodeLimits, fields: Tree | None = None
+) -> list[Event]:
+    """The chunk's events, verified and decoded.
+
+    Args:
+        key, blob: the chunk.
+        limits: the decode limits (checked from the header first; the decompressor
+            and the objects built are bounded by them).
+        fields: the fields of each event to keep (``eventstore/sereal/projection.py``);
+            None: all.
+
+    Raises:
+        InputChunkUnreadable: over the decode limits (or out of memory decoding),
+            corrupt, or not an array of events.
+    """
+    paths = None if fields is None else list(_paths(fields, ()))
+    try:
+        events = unpack_blob(blob, key=key.format(), limits=limits, fields=paths)
+    except BlobTooLarge as e:
+        raise InputChunkUnreadable(f"too_large: {e}") from e
+    except EventStoreError as e:
+        raise InputChunkUnreadable(f"chunk_unreadable: {e}") from e
+    except MemoryError:
+        raise InputChunkUnreadable(
+            f"too_large: {key}: out of memory decoding {len(blob)} bytes"
+        ) from None
     if not isinstance(events, list):
         raise InputChunkUnreadable(
             f"chunk_unreadable: {key} holds a {type(events).__name__}, not an array of events"
@@ -53,3 +89,12 @@ def decode_chunk(key: ChunkKey, blob: bytes, limits: DecodeLimits) -> list[Event
     # Elements are whatever the producers sent; plugins treat them defensively
     # (substreams.helpers), so they are passed on as they are.
     return events
+
+
+def _paths(tree: Tree, prefix: tuple[str, ...]) -> Iterator[tuple[str, ...]]:
+    """The fields of a compiled tree, as tuples of keys (a key may hold a dot)."""
+    for key, sub in tree.items():
+        if sub is None:
+            yield (*prefix, key)
+        else:
+            yield from _paths(sub, (*prefix, key))

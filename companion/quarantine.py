@@ -45,9 +45,10 @@ tests/integration/companion/test_companion_fairness.py), each bounded by its lim
 the shared children of the others are never killed or held up because of it, and each
 chunk thread waits for it at most once (its first run, beside the others'). The
 price: a new plugin version's first runs in each worker cost a fork more each (until
-one ends ok), and the decoded events of a chunk stay alive while a lane holds it (at
-most ``depth + 1`` chunks per failing substream and worker; the lanes mostly hold the
-same few recent chunks).
+one ends ok) and, in ``chunk`` isolation, a decode more each (the lane's child decodes
+the chunk's blob with the substream's own fields); a lane holds a chunk's blob (or its
+decoded events in ``substream`` isolation) while it waits (at most ``depth + 1`` chunks
+per failing substream and worker; the lanes mostly hold the same few recent chunks).
 
 Failure semantics: :meth:`Quarantine.submit` never blocks and never raises. Every item
 it accepts is passed to ``run`` exactly once (from the lane's thread), unless the engine
@@ -67,6 +68,7 @@ from typing import Literal
 
 from eventstore.names import ChunkKey
 from substreams.api import Event, Substream
+from substreams.sandbox import Loader
 
 log = logging.getLogger(__name__)
 
@@ -84,8 +86,10 @@ class LaneItem:
     Attributes:
         sub: the substream (the version matched when the chunk was processed).
         key: the chunk.
-        events: the chunk's decoded events (shared with the chunk's other runs; emptied
-            by the lane once run, so they are freed).
+        source: the chunk's events as :func:`substreams.sandbox.run_substreams` takes
+            them: a loader (the chunk's blob, decoded in the run's child) or decoded
+            events (shared with the chunk's other runs); emptied by the lane once run,
+            so they are freed.
         deadline: the run must start before this (clock time), else it is shed.
         audit: the auditor sent the chunk (only missing results are written).
         done: set once the item was run (and stored) or dropped.
@@ -93,7 +97,7 @@ class LaneItem:
 
     sub: Substream
     key: ChunkKey
-    events: list[Event]
+    source: list[Event] | Loader
     deadline: float
     audit: bool = False
     done: threading.Event = field(default_factory=threading.Event)
@@ -217,7 +221,7 @@ class Quarantine:
                     item.sub.name,
                 )
             finally:
-                item.events = []  # this lane's reference to the chunk's events
+                item.source = []  # this lane's reference to the chunk's blob or events
                 item.done.set()
 
     def apart(self) -> dict[str, int]:

@@ -19,12 +19,17 @@ Algorithm::
         subs = substreams matching (type, subtype)   # an audit item: only those lacking
                                                      # a stored result
         disabled ones: result "error: disabled: on this node"
-        blob = GET events/<key> from the local node; events = unpack_blob(blob)  # once
+        blob = GET events/<key> from the local node; check checksum + header (chunks.py)
+        source = a loader of the blob (isolation "chunk": decoded ONCE, in the shared
+            child, with the union of the substreams' fields; nothing decoded or freed
+            here) | the events decoded here once (isolation "substream")
         quarantine.py: the ones not trusted go to their lanes (own child each, one
             chunk at a time, stored by the lane; a full lane: result
             "shed: quarantined: ..."); new ones are waited for below, for a while
-        outcomes = sandbox.run_substreams(trusted, events)   # the shared child(ren)
+        outcomes = sandbox.run_substreams(trusted, source)   # the shared child(ren);
+            each run sees the events narrowed to its own substream's fields
             no pipe or fork (SandboxUnavailable): the runs not ended get "error: sandbox: ..."
+            not decodable in the child: "unreadable" outcomes, result "error: chunk_unreadable: ..."
         PUT substreams/<name>/<key> = ok value or marked failure, all at once (writer.py)
         count consecutive failures node-wide; disable at disable_after
         anything else raised on the way: every result not yet written (nor handed to a
@@ -39,8 +44,9 @@ Failure scenarios:
 2. Arrivals above capacity: the node's inbox fills; arrivals are shed at once and marked.
 3. A chunk waits longer than ``max_wait_s`` (slow plugins ahead of it): shed, marked;
    a quarantined run that waits as long for its lane: that result alone shed.
-4. The chunk cannot be read (404, checksum mismatch, not Sereal): every matching
-   substream's result is marked ``error`` naming the cause.
+4. The chunk cannot be read (404, checksum mismatch, not Sereal, over the decode
+   limits; in the child: not an array, corrupt inside, over the object budget): every
+   matching substream's result is marked ``error`` naming the cause.
 5. The sandbox cannot start a child (out of processes, descriptors or memory), or a
    bug raises: ``error`` results naming the cause; not counted against the plugins.
 6. Riak refuses a result write: retried with backoff (``writer.py``), then counted
@@ -52,6 +58,7 @@ Failure scenarios:
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 import time
@@ -59,7 +66,7 @@ from collections.abc import Callable, Sequence
 
 from companion import defaults
 from companion.auditor import SeenDcs
-from companion.chunks import decode_chunk, fetch_chunk
+from companion.chunks import check_chunk, decode_chunk, fetch_chunk
 from companion.disabled import DisabledSet
 from companion.errors import InputChunkUnreadable
 from companion.inbox import Inbox, InboxItem
@@ -70,10 +77,11 @@ from companion.signals import EngineSignals
 from companion.writer import ResultWriter, Write
 from eventstore.names import ChunkKey
 from eventstore.riak import NotFound, RiakClient, RiakError
+from eventstore.sereal.projection import project_events
 from substreams.api import Context, Event, Substream
 from substreams.loader import PluginSet
 from substreams.results import error_value
-from substreams.sandbox import Outcome, SandboxUnavailable, run_substreams, stored_value
+from substreams.sandbox import Loader, Outcome, SandboxUnavailable, run_substreams, stored_value
 
 log = logging.getLogger(__name__)
 
@@ -383,19 +391,16 @@ class Engine:
         try:
             blob = fetch_chunk(self.riak, self.settings.namespaces, key)
             laps.lap("fetch")
-            events = decode_chunk(key, blob, self.settings.decode_limits)
+            source = self._source(key, blob)
         except InputChunkUnreadable as e:
-            self.signals.chunk_unreadable.send(key=key, error=str(e))
-            log.warning(
-                "companion: key=%s epoch=%d dc=%s unreadable: %s", key, key.epoch, key.dc, e
-            )
+            self._unreadable(key, str(e))
             failed: list[Write] = [
                 (s, error_value("error", s.name, s.version, str(e)), "error") for s in subs
             ]
             self._writer.store_all(key, skipped + failed, written)
             return []
         laps.lap("decode")
-        subs, waits, refused = self._hand_off(key, subs, events, lane, written)
+        subs, waits, refused = self._hand_off(key, subs, source, lane, written)
         skipped += refused
         lost_cause = ""
         try:
@@ -404,7 +409,7 @@ class Engine:
                 outcomes = list(
                     run_substreams(
                         subs,
-                        events,
+                        source,
                         Context.of(key),
                         cap=self.settings.cap,
                         max_parallel=self.settings.max_parallel,
@@ -420,10 +425,13 @@ class Engine:
         writes: list[Write] = [(sub, stored_value(sub, o), o.status) for sub, o in done]
         writes += [(s, error_value("error", s.name, s.version, lost_cause), "error") for s in lost]
         pending = self._writer.start(key, skipped + writes, written)
-        del events, blob  # freed while the results are on their way
+        del source, blob  # freed while the results are on their way
         laps.lap("free")
         if lost:
             self._signal_failed(key, lost, lost_cause, "sandbox")
+        unreadable = [o.error or "" for _, o in done if o.kind == "unreadable"]
+        if unreadable:  # the child could not decode the chunk: nobody's run
+            self._unreadable(key, unreadable[0])
         for sub, outcome in done:
             self._signal_run(key, sub, outcome)
         writers_cpu_s = self._writer.finish(pending)
@@ -437,16 +445,44 @@ class Engine:
             item.done.wait(max(0.0, until - self._clock()))
         laps.wall["wait"] = laps.started - arrived if arrived is not None else 0.0
         laps.cpu["plugins"] = sum(o.cpu_s for _, o in done)
+        # The decode in the children (isolation "chunk"), beside the check here.
+        laps.cpu["decode"] += sum(o.load_cpu_s for _, o in done)
         self.signals.chunk_processed.send(
             key=key, runs=len(done), stages=laps.wall, stages_cpu=laps.cpu
         )
         return done
 
+    def _source(self, key: ChunkKey, blob: bytes) -> Loader:
+        """How the chunk's runs get its events (both narrow them to each substream's
+        fields in the child).
+
+        Isolation ``"chunk"``: the blob, checked here, decoded in each child (the
+        shared one, a lane's) with its substreams' fields, so this process neither
+        builds nor frees the events. ``"substream"``: decoded here once for all the
+        children (decoding in each would cost one decode per substream).
+
+        Raises:
+            InputChunkUnreadable: see :func:`companion.chunks.check_chunk` (and
+                :func:`~companion.chunks.decode_chunk` when decoded here).
+        """
+        limits = self.settings.decode_limits
+        if self.settings.isolation == "chunk":
+            check_chunk(key, blob, limits)
+            return functools.partial(decode_chunk, key, blob, limits)
+        events: list[Event] = decode_chunk(key, blob, limits)
+        return functools.partial(project_events, events)
+
+    def _unreadable(self, key: ChunkKey, error: str) -> None:
+        self.signals.chunk_unreadable.send(key=key, error=error)
+        log.warning(
+            "companion: key=%s epoch=%d dc=%s unreadable: %s", key, key.epoch, key.dc, error
+        )
+
     def _hand_off(
         self,
         key: ChunkKey,
         subs: list[Substream],
-        events: list[Event],
+        source: Loader,
         lane: tuple[float, bool],
         written: set[str],
     ) -> tuple[list[Substream], list[LaneItem], list[Write]]:
@@ -468,7 +504,7 @@ class Engine:
             if self.quarantine.trusted(sub):
                 here.append(sub)
                 continue
-            item = LaneItem(sub, key, events, deadline, audit)
+            item = LaneItem(sub, key, source, deadline, audit)
             new = not self.quarantine.failed(sub)
             verdict = self.quarantine.submit(item)
             if verdict is None:
@@ -509,7 +545,7 @@ class Engine:
         try:
             (outcome,) = run_substreams(
                 [sub],
-                item.events,
+                item.source,
                 Context.of(key),
                 cap=self.settings.cap,
                 isolation="substream",
@@ -524,8 +560,14 @@ class Engine:
             log.exception("companion: key=%s substream=%s: quarantined run failed", key, sub.name)
             self._fail(key, [sub], f"internal: {type(e).__name__}: {e}", "internal")
             return
-        item.events = []  # freed while the result is stored
+        item.source = []  # freed while the result is stored
         self._writer.store_all(key, [(sub, stored_value(sub, outcome), outcome.status)])
+        if outcome.kind == "unreadable":  # the chunk's, not the plugin's: not counted
+            log.warning(
+                "companion: epoch=%d dc=%s key=%s substream=%s: %s",
+                *(key.epoch, key.dc, key, sub.name, outcome.error),
+            )
+            return
         self._signal_run(key, sub, outcome)
         self._track(sub, outcome)
 
@@ -537,6 +579,8 @@ class Engine:
         )  # fmt: skip
 
     def _signal_run(self, key: ChunkKey, sub: Substream, outcome: Outcome) -> None:
+        if outcome.kind == "unreadable":  # no run: the chunk's error (_unreadable)
+            return
         self.signals.run_finished.send(
             substream=sub.name,
             version=sub.version,
@@ -581,7 +625,9 @@ class Engine:
 
     def _track(self, sub: Substream, outcome: Outcome) -> None:
         """Count consecutive failures node-wide (every worker shares the count), and
-        tell the quarantine."""
+        tell the quarantine. An unreadable chunk counts for nothing."""
+        if outcome.kind == "unreadable":
+            return
         if self.quarantine is not None:
             self.quarantine.note(sub, outcome.ok)
         if outcome.ok:

@@ -1,9 +1,13 @@
 """The sandbox's child side: what runs after the fork, until ``_exit``.
 
 Setup (own process group, PR_SET_PDEATHSIG, default signal handlers, every inherited
-descriptor but the result pipe closed, ``gc.freeze()``, rlimits, the audit hook), then
-each job in turn: START message, the plugin under SIGALRM, the classified result
-message. See ``sandbox.py`` for the parent and ``substreams/DESIGN.md`` for what this
+descriptor but the result pipe closed, ``gc.freeze()``, rlimits, the audit hook, the
+seccomp filter); then, when the parent gave a loader, the chunk's events are loaded
+here (decoded: under the audit hook and the filter, before the address-space limit,
+which is then set above what the events take) and reported LOADED, or UNREADABLE with
+the loader's message; then each job in turn: START message, the plugin under SIGALRM,
+the classified result message. The child ends with ``_exit``: nothing it built is
+freed. See ``sandbox.py`` for the parent and ``substreams/DESIGN.md`` for what this
 does and does not prevent.
 """
 
@@ -29,14 +33,16 @@ from substreams.protocol import (
     EXIT_MEMORY,
     HEADER,
     KIND_TAG,
+    TAG_LOADED,
     TAG_START,
+    TAG_UNREADABLE,
     USAGE,
     Kind,
     Limits,
 )
 from substreams.syscall_filter import Program
 
-__all__ = ["Job", "Reported", "SandboxViolation", "Unencodable", "child_main"]
+__all__ = ["LOAD_CPU_S", "Job", "Load", "Reported", "SandboxViolation", "Unencodable", "child_main"]
 
 _DENIED_EVENTS = frozenset(
     {
@@ -151,10 +157,19 @@ def _traceback_summary(e: BaseException) -> str:
 
 
 Job = tuple[str, Callable[[], bytes], Limits]
+#: Loads a chunk's events in the child before its jobs, given the indexes of the jobs
+#: it will run; raises with the message every job's result will carry.
+Load = Callable[[list[int]], None]
+#: CPU seconds a child may spend loading its events, on top of its jobs' (RLIMIT_CPU).
+LOAD_CPU_S = 10
 
 
 def _child_setup(
-    jobs: list[tuple[int, Job]], write_fd: int, syscalls: Program | None, nice: int
+    jobs: list[tuple[int, Job]],
+    write_fd: int,
+    syscalls: Program | None,
+    nice: int,
+    loading: bool,
 ) -> None:
     global _statm_fd
     os.setpgid(0, 0)
@@ -171,10 +186,10 @@ def _child_setup(
     gc.freeze()  # keep the GC from writing into (and so copying) the inherited heap
     with contextlib.suppress(OSError):
         _statm_fd = os.open("/proc/self/statm", os.O_RDONLY)
-    most = max(limits.memory_mb for _, (_, _, limits) in jobs)
-    address_space = _vm_bytes() + most * 2**20
-    resource.setrlimit(resource.RLIMIT_AS, (address_space, address_space))
+    if not loading:  # else once the events are loaded (_load)
+        _limit_address_space(jobs)
     cpu = sum(max(1, math.ceil(limits.timeout_s)) for _, (_, _, limits) in jobs) + 1
+    cpu += LOAD_CPU_S if loading else 0
     resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     sys.addaudithook(_audit)
@@ -187,6 +202,35 @@ def _child_setup(
         # Last: from here on a socket, a file write or a new process made outside
         # Python kills this child (the parent reports why).
         syscalls.load(_PRCTL)
+
+
+def _limit_address_space(jobs: list[tuple[int, Job]]) -> None:
+    """The hard limit: what the child has now plus the most any of its jobs may add."""
+    most = max(limits.memory_mb for _, (_, _, limits) in jobs)
+    address_space = _vm_bytes() + most * 2**20
+    resource.setrlimit(resource.RLIMIT_AS, (address_space, address_space))
+
+
+def _load(load: Load, jobs: list[tuple[int, Job]], write_fd: int) -> None:
+    """Load the events (reported LOADED), or report UNREADABLE and exit."""
+    before = resource.getrusage(resource.RUSAGE_SELF)
+    gc.disable()  # the loader builds thousands of containers: no collection meanwhile
+    try:
+        load([index for index, _ in jobs])
+    except BaseException as e:  # whatever the loader raised is the chunk's error
+        message = str(e) if isinstance(e, Exception) and str(e) else type(e).__name__
+        after = resource.getrusage(resource.RUSAGE_SELF)
+        cpu_s = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+        payload = USAGE.pack(cpu_s, after.ru_maxrss) + message.encode(errors="replace")
+        _send(write_fd, TAG_UNREADABLE, 0, payload[: USAGE.size + defaults.ERROR_MAX_BYTES])
+        os._exit(0)
+    # The events live until _exit: out of the collector's sight, as the inherited heap.
+    gc.freeze()
+    gc.enable()
+    after = resource.getrusage(resource.RUSAGE_SELF)
+    cpu_s = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+    _send(write_fd, TAG_LOADED, 0, USAGE.pack(cpu_s, after.ru_maxrss))
+    _limit_address_space(jobs)
 
 
 def _run_job(target: Callable[[], bytes], limits: Limits) -> tuple[Kind, bytes]:
@@ -213,7 +257,11 @@ def _run_job(target: Callable[[], bytes], limits: Limits) -> tuple[Kind, bytes]:
 
 
 def child_main(
-    jobs: list[tuple[int, Job]], write_fd: int, syscalls: Program | None = None, nice: int = 0
+    jobs: list[tuple[int, Job]],
+    write_fd: int,
+    syscalls: Program | None = None,
+    nice: int = 0,
+    load: Load | None = None,
 ) -> None:
     """Runs in the forked child: each job in turn; never returns.
 
@@ -222,11 +270,17 @@ def child_main(
         write_fd: the result pipe.
         syscalls: the seccomp filter to load before the first job (None: none).
         nice: added to the child's nice value (0: none).
+        load: called once before the first job, with the jobs' indexes (see
+            :data:`Load`); None: nothing to load.
     """
     global _platform_active
     try:
         _platform_active = True
-        _child_setup(jobs, write_fd, syscalls, nice)
+        _child_setup(jobs, write_fd, syscalls, nice, load is not None)
+        if load is not None:
+            _load(load, jobs, write_fd)
+    except MemoryError:
+        os._exit(EXIT_MEMORY)
     except BaseException:
         os._exit(EXIT_INTERNAL)
     hard = resource.getrlimit(resource.RLIMIT_AS)[1]

@@ -20,14 +20,18 @@ __all__ = [
     "KIND_TAG",
     "STATUS_OF",
     "TAG_KIND",
+    "TAG_LOADED",
     "TAG_START",
+    "TAG_UNREADABLE",
     "USAGE",
     "Isolation",
     "Kind",
     "Limits",
 ]
 
-Kind = Literal["ok", "exception", "too_large", "unencodable", "timeout", "memory", "killed"]
+Kind = Literal[
+    "ok", "exception", "too_large", "unencodable", "timeout", "memory", "killed", "unreadable"
+]
 STATUS_OF: dict[str, Status] = {
     "ok": "ok",
     "exception": "error",
@@ -36,13 +40,20 @@ STATUS_OF: dict[str, Status] = {
     "timeout": "timeout",
     "memory": "killed",
     "killed": "killed",
+    # The chunk could not be decoded in the child: not the plugin's doing.
+    "unreadable": "error",
 }
 
 # Messages written by the child: tag byte, job index, payload length, payload. "S" says
-# a job starts (no payload); a result's payload is (cpu_s, max_rss_kb) + the body.
+# a job starts (no payload); a result's payload is (cpu_s, max_rss_kb) + the body. A
+# child that loads the chunk's events itself first says "D" (loaded; payload: usage of
+# the load) or "X" (the events could not be loaded; payload: usage + the message, which
+# becomes every job's error); index 0 for both.
 HEADER = struct.Struct(">cHI")
 USAGE = struct.Struct(">dq")
 TAG_START = b"S"
+TAG_LOADED = b"D"
+TAG_UNREADABLE = b"X"
 TAG_KIND: dict[bytes, Kind] = {
     b"O": "ok",
     b"E": "exception",

@@ -1,8 +1,13 @@
 """Running plugins under hard limits: one forked child per run, killed at its deadline.
 
-The caller decodes a chunk once, then calls :func:`run_substreams`. For each matching
-substream the process forks (so the decoded events are shared copy-on-write, neither
-copied nor decoded again); the child:
+The caller calls :func:`run_substreams` with a chunk's events, either decoded (shared
+with each child copy-on-write, neither copied nor decoded again) or as a *loader* that
+each child calls once before its first run (so the caller neither decodes nor frees
+them, and pays no copy-on-write faults for them: the child decodes, runs, and exits
+without freeing anything). With a loader each run sees the events narrowed to the
+fields its substream declares (``Substream.fields``; the loader builds the union of
+its child's substreams' fields, each run narrows that to its own), as the consumer's
+fallback and ``substream test`` give them. For each child the process forks; the child:
 
 1. moves into a process group of its own (``setpgid(0, 0)``) and restores default
    signal handlers; closes every inherited descriptor but its result pipe (so it holds
@@ -10,7 +15,11 @@ copied nor decoded again); the child:
 2. sets ``RLIMIT_AS`` to what it inherited plus the plugin's ``memory_mb`` and
    ``RLIMIT_CPU`` just above its wall-clock limit; freezes the inherited heap for the GC;
 3. installs an audit hook refusing sockets, subprocesses, ``os.fork``, ``exec`` and
-   writing files (a guard against accidents, not a security boundary: see DESIGN.md);
+   writing files (a guard against accidents, not a security boundary: see DESIGN.md),
+   then the seccomp filter; with a loader, loads the events (``RLIMIT_AS`` is set after
+   it; the loader's own limits bound it) and says LOADED, or UNREADABLE with the
+   loader's message, which every job of the child gets as its ``unreadable`` outcome
+   (the child's death or the deadline while loading too: nothing to retry elsewhere);
 4. arms ``SIGALRM`` at the plugin's ``timeout_s`` (the soft, inner layer: it cannot
    interrupt C code), runs the plugin, packs the stored result value and writes it,
    length-prefixed and size-capped, into the pipe, then ``_exit``.
@@ -30,6 +39,7 @@ unencodable   error     the result is not Sereal-encodable
 timeout       timeout   SIGALRM fired, the parent's deadline passed, or RLIMIT_CPU hit
 memory        killed    MemoryError under RLIMIT_AS (or the child's memory exit code)
 killed        killed    died of a signal (SIGSEGV...) or exited without a result
+unreadable    error     the loader failed (its message), or the child died loading
 ============  ========  ===============================================================
 
 Failure semantics: each run is independent; one child's death never affects another's
@@ -51,11 +61,12 @@ import selectors
 import signal
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from eventstore.sereal.projection import Tree, merge, project_events
 from substreams.api import Context, Event, Substream
-from substreams.child import Job, Reported, SandboxViolation, Unencodable, child_main
+from substreams.child import Job, Load, Reported, SandboxViolation, Unencodable, child_main
 from substreams.errors import PluginLoadError, SubstreamError
 from substreams.plugin_file import import_file
 from substreams.protocol import (
@@ -63,7 +74,9 @@ from substreams.protocol import (
     HEADER,
     STATUS_OF,
     TAG_KIND,
+    TAG_LOADED,
     TAG_START,
+    TAG_UNREADABLE,
     USAGE,
     Isolation,
     Kind,
@@ -76,6 +89,7 @@ __all__ = [
     "Isolation",
     "Kind",
     "Limits",
+    "Loader",
     "Outcome",
     "SandboxUnavailable",
     "SandboxViolation",
@@ -88,6 +102,14 @@ __all__ = [
 _READ_SIZE = 65536
 #: Allowance for a child's setup (fork, rlimits) before its first job starts, seconds.
 _SETUP_S = 2.0
+#: Wall-clock limit of a child's loading its events, seconds (a 370 KB chunk takes
+#: ~10 ms; one at the decode limits, 64 MB of body, about a second).
+LOAD_TIMEOUT_S = 10.0
+
+#: A chunk's events decoded in each child: called there with the union of the fields
+#: its substreams declare (None: all), returns the events narrowed to at least those
+#: (``eventstore/sereal/projection.py``); what it raises is every run's error.
+Loader = Callable[[Tree | None], list[Event]]
 
 
 @dataclass
@@ -104,6 +126,8 @@ class Outcome:
         cpu_s: the child's user + system CPU time, seconds.
         max_rss_kb: the child's peak resident set (includes inherited pages it touched), KiB.
         exit_status: the raw ``wait4`` status.
+        load_cpu_s: CPU seconds the child spent loading the events (on one outcome per
+            child that loaded them, 0 on the others), not in ``cpu_s``.
     """
 
     name: str
@@ -114,6 +138,7 @@ class Outcome:
     cpu_s: float = 0.0
     max_rss_kb: int = 0
     exit_status: int = 0
+    load_cpu_s: float = 0.0
 
     @property
     def status(self) -> Status:
@@ -159,13 +184,23 @@ class _Child:
     done: set[int] = field(default_factory=set)
     overflow: bool = False
     killed_at_deadline: bool = False
+    #: Loading its events (a loader was given and neither LOADED nor UNREADABLE came).
+    loading: bool = False
+    loaded_at: float = 0.0
+    #: The loader's message, once UNREADABLE came.
+    unreadable: str | None = None
+    #: CPU of the load, not yet put on an outcome.
+    load_cpu_s: float = 0.0
 
     def deadline(self) -> float:
         grace = max(lim.kill_grace_s for lim in self.limits.values())
+        if self.loading:
+            return self.spawned + _SETUP_S + LOAD_TIMEOUT_S + grace
         if self.current is None:
             waiting = [i for i in self.jobs if i not in self.done]
             first = self.limits[waiting[0]].timeout_s if waiting else 0.0
             since = self.current_started if self.started_any else self.spawned
+            since = max(since, self.loaded_at)
             return since + first + grace + _SETUP_S
         return self.current_started + self.limits[self.current].timeout_s + grace
 
@@ -173,7 +208,12 @@ class _Child:
         return max(lim.max_result_bytes for lim in self.limits.values()) + 65536
 
 
-def _spawn(jobs: list[tuple[int, Job]], syscall_filter: bool = True, nice: int = 0) -> _Child:
+def _spawn(
+    jobs: list[tuple[int, Job]],
+    syscall_filter: bool = True,
+    nice: int = 0,
+    load: Load | None = None,
+) -> _Child:
     syscalls = program() if syscall_filter else None  # compiled once, before any fork
     try:
         read_fd, write_fd = os.pipe()
@@ -188,7 +228,7 @@ def _spawn(jobs: list[tuple[int, Job]], syscall_filter: bool = True, nice: int =
         raise SandboxUnavailable(f"sandbox: fork failed: {e}") from e
     if pid == 0:  # pragma: no cover - the child never returns
         os.close(read_fd)
-        child_main(jobs, write_fd, syscalls, nice)
+        child_main(jobs, write_fd, syscalls, nice, load)
     os.close(write_fd)
     # Also set the group from the parent: whichever runs first, the group exists
     # before the parent might need to kill it.
@@ -206,6 +246,7 @@ def _spawn(jobs: list[tuple[int, Job]], syscall_filter: bool = True, nice: int =
         read_fd=read_fd,
         pidfd=pidfd,
         spawned=spawned,
+        loading=load is not None,
     )
 
 
@@ -237,7 +278,11 @@ def _parse(child: _Child, names: Sequence[str], outcomes: list[Outcome | None]) 
     """Consume every complete message in the child's buffer."""
     while len(child.buffer) >= HEADER.size:
         tag, index, length = HEADER.unpack_from(child.buffer)
-        if index not in child.limits or (tag != TAG_START and length < USAGE.size):
+        loaded = tag in (TAG_LOADED, TAG_UNREADABLE)
+        if loaded != child.loading:
+            child.overflow = True  # out of order: garbage on the pipe
+            return
+        if (index not in child.limits and not loaded) or (tag != TAG_START and length < USAGE.size):
             child.overflow = True  # garbage on the pipe: treat like an over-size answer
             return
         if length > child.cap():
@@ -248,6 +293,12 @@ def _parse(child: _Child, names: Sequence[str], outcomes: list[Outcome | None]) 
         body = bytes(child.buffer[HEADER.size : HEADER.size + length])
         del child.buffer[: HEADER.size + length]
         now = time.monotonic()
+        if loaded:
+            cpu_s, _ = USAGE.unpack_from(body)
+            child.loading, child.loaded_at, child.load_cpu_s = False, now, cpu_s
+            if tag == TAG_UNREADABLE:
+                child.unreadable = body[USAGE.size :].decode(errors="replace")
+            continue
         if tag == TAG_START:
             child.current, child.current_started, child.started_any = index, now, True
             continue
@@ -264,13 +315,22 @@ def _parse(child: _Child, names: Sequence[str], outcomes: list[Outcome | None]) 
             text = payload.decode(errors="replace")
             outcome = Outcome(names[index], kind, payload, error=f"{kind}: {text}")
         outcome.wall_s, outcome.cpu_s, outcome.max_rss_kb = wall_s, cpu_s, max_rss_kb
+        outcome.load_cpu_s, child.load_cpu_s = child.load_cpu_s, 0.0
         outcomes[index] = outcome
         child.done.add(index)
         child.current, child.current_started = None, now  # idle since now
 
 
 def _failure(child: _Child, name: str, limits: Limits, status: int) -> Outcome:
-    """The outcome of the job that was running when the child died or was killed."""
+    """The outcome of the job that was running when the child died or was killed (or,
+    when the events could not be loaded, of each of its jobs)."""
+    if child.unreadable is not None:
+        return Outcome(name, "unreadable", error=child.unreadable)
+    if child.loading:
+        died = _failure(replace(child, loading=False), name, limits, status).error or ""
+        if child.killed_at_deadline:
+            died = f"not loaded within {LOAD_TIMEOUT_S:.3g}s"
+        return Outcome(name, "unreadable", error=f"chunk_unreadable: loading the events: {died}")
     if child.overflow:
         return Outcome(
             name,
@@ -312,19 +372,28 @@ def _finish(child: _Child, names: Sequence[str], outcomes: list[Outcome | None])
         os.close(child.pidfd)
     now = time.monotonic()
     blamed: list[int] = []
-    if child.current is not None:
+    if child.unreadable is not None or child.loading:
+        # The events of this chunk cannot be loaded: no job of the child can run, and
+        # another child would fail the same way.
+        blamed = [i for i in child.jobs if i not in child.done]
+    elif child.current is not None:
         blamed = [child.current]
     elif not child.started_any or child.overflow:
         # Died before any job started (setup failed), or sent garbage between jobs:
         # the first waiting job takes the blame, so a retry cannot loop forever.
         blamed = [i for i in child.jobs if i not in child.done][:1]
-    for index in blamed:
+    unloaded = child.unreadable is not None or child.loading
+    for n, index in enumerate(blamed):
         outcome = _failure(child, names[index], child.limits[index], status)
         started = child.current_started if child.current == index else child.spawned
         outcome.wall_s = now - started
-        outcome.cpu_s = usage.ru_utime + usage.ru_stime
         outcome.max_rss_kb = usage.ru_maxrss
         outcome.exit_status = status
+        if not unloaded:
+            outcome.cpu_s = usage.ru_utime + usage.ru_stime
+        elif n == 0:  # the child's CPU was its load's, once
+            outcome.load_cpu_s = usage.ru_utime + usage.ru_stime
+        outcome.load_cpu_s, child.load_cpu_s = outcome.load_cpu_s or child.load_cpu_s, 0.0
         outcomes[index] = outcome
         child.done.add(index)
     return [i for i in child.jobs if i not in child.done]
@@ -337,6 +406,7 @@ def run_in_child(
     isolation: Isolation = "substream",
     syscall_filter: bool = True,
     nice: int = 0,
+    load: Load | None = None,
 ) -> list[Outcome]:
     """Run each job's target in a forked, limited child.
 
@@ -355,6 +425,10 @@ def run_in_child(
             (:mod:`substreams.syscall_filter`; where available). Off only to measure it.
         nice: added to each child's nice value before its first job (0: as the
             caller): a run that may hog the CPU yields it to the caller's other work.
+        load: called in each child before its first job with the indexes of the jobs
+            it will run, within ``LOAD_TIMEOUT_S``; when it raises (or the child dies
+            or overruns while loading), every job of that child ends ``unreadable``
+            with its message, and is not tried in another child.
 
     Returns:
         One outcome per job, in order.
@@ -375,7 +449,7 @@ def run_in_child(
         while pending or running:
             while pending and len(running) < max(1, max_parallel):
                 try:
-                    child = _spawn(pending.pop(0), syscall_filter, nice)
+                    child = _spawn(pending.pop(0), syscall_filter, nice, load)
                 except SandboxUnavailable as e:
                     e.outcomes = list(outcomes)
                     raise
@@ -437,15 +511,36 @@ def _exited(pid: int) -> bool:
     return info is not None
 
 
+class _Loaded:
+    """What a child loaded (set in the child only): the events and the fields they
+    hold (None: all)."""
+
+    def __init__(self) -> None:
+        self.events: list[Event] = []
+        self.tree: Tree | None = None
+
+
 def _substream_target(
-    sub: Substream, events: list[Event], ctx: Context, *, own_list: bool
+    sub: Substream, events: list[Event] | _Loaded, ctx: Context, *, own_list: bool
 ) -> Callable[[], bytes]:
     def target() -> bytes:
-        # own_list: when several runs share a child, each gets its own list (a plugin
-        # that sorts, filters in place or appends does not change what the next one
-        # sees). The event dicts themselves are shared: plugins must treat them as
-        # read-only. A shallow copy costs ~20 us per 4k events; no deep copy.
-        result = sub.function(list(events) if own_list else events, ctx)
+        if isinstance(events, list):
+            # own_list: when several runs share a child, each gets its own list (a
+            # plugin that sorts, filters in place or appends does not change what the
+            # next one sees). The event dicts themselves are shared: plugins must treat
+            # them as read-only. A shallow copy costs ~20 us per 4k events; no deep copy.
+            mine = list(events) if own_list else events
+        else:
+            # Narrowed to this substream's own fields, as the consumer's fallback and
+            # `substream test` give them (a new list: nothing shared with the others
+            # but the values); the loaded list itself when it holds just those.
+            tree = sub.projection
+            mine = events.events
+            if tree != events.tree:
+                mine = project_events(mine, tree)
+            elif own_list:
+                mine = list(mine)
+        result = sub.function(mine, ctx)
         try:
             return ok_value(sub.name, sub.version, result)
         except MemoryError:
@@ -458,7 +553,7 @@ def _substream_target(
 
 def run_substreams(
     substreams: Sequence[Substream],
-    events: list[Event],
+    events: list[Event] | Loader,
     ctx: Context,
     *,
     cap: Limits | None = None,
@@ -467,29 +562,47 @@ def run_substreams(
     syscall_filter: bool = True,
     nice: int = 0,
 ) -> list[Outcome]:
-    """Run substreams on one chunk's decoded events in limited children.
+    """Run substreams on one chunk's events in limited children.
 
     Args:
         substreams: what to run (the caller has matched them to the chunk).
-        events: the chunk's decoded events, shared with the children copy-on-write.
+        events: the chunk's decoded events, shared with the children copy-on-write and
+            given to each run as they are (narrowed by the caller, if at all); or a
+            :data:`Loader` that each child calls once with the union of its
+            substreams' fields, each run then seeing the events narrowed to its own
+            substream's fields.
         ctx: the chunk's context.
         cap: platform caps lowering each substream's declared limits.
         max_parallel: children alive at once.
         isolation: one child per substream, or one per chunk (see :func:`run_in_child`);
-            with ``"chunk"`` each substream gets its own shallow copy of the list (the
-            event dicts are shared: read-only by contract).
+            with ``"chunk"`` each substream gets its own list of the events (the event
+            dicts are shared: read-only by contract).
         nice: see :func:`run_in_child`.
 
     Returns:
         One outcome per substream, in order; ``payload`` of an ok outcome is the value
-        to store; use :func:`stored_value` for any outcome.
+        to store; use :func:`stored_value` for any outcome. With a loader that failed,
+        the runs of the children it failed in are ``unreadable``, the loader's message
+        their ``error``.
 
     Raises:
         SandboxUnavailable: see :func:`run_in_child`.
     """
     own_list = isolation == "chunk" and len(substreams) > 1
+    load: Load | None = None
+    source: list[Event] | _Loaded
+    if isinstance(events, list):
+        source = events
+    else:
+        loader, loaded = events, _Loaded()
+        source = loaded
+
+        def load(indexes: list[int]) -> None:  # in the child
+            tree = merge(substreams[i].projection for i in indexes)
+            loaded.events, loaded.tree = loader(tree), tree
+
     jobs = [
-        (s.name, _substream_target(s, events, ctx, own_list=own_list), Limits.of(s, cap))
+        (s.name, _substream_target(s, source, ctx, own_list=own_list), Limits.of(s, cap))
         for s in substreams
     ]
     return run_in_child(
@@ -498,6 +611,7 @@ def run_substreams(
         isolation=isolation,
         syscall_filter=syscall_filter,
         nice=nice,
+        load=load,
     )
 
 

@@ -143,7 +143,7 @@ def test_a_lane_frees_the_events_it_held_and_survives_a_failing_run() -> None:
     assert done.wait(5)
     q.stop(5)
     assert [it.key.chunk for it in seen] == [0, 1]
-    assert all(it.events == [] for it in seen)
+    assert all(it.source == [] for it in seen)
 
 
 def test_a_lane_thread_waits_for_work_a_while_then_ends() -> None:
