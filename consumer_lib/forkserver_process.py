@@ -172,7 +172,7 @@ class _Plugins:
 
 
 def _decode_job(
-    value: bytes, key: str, limits: DecodeLimits, fields: list[str] | None, into: list[Event]
+    value: bytes, key: str, limits: DecodeLimits, fields: list[str] | None, into: list[list[Event]]
 ) -> Callable[[], bytes]:
     def decode() -> bytes:
         # As the caller's Store decodes (the same limits); the exact error is the
@@ -184,18 +184,19 @@ def _decode_job(
             raise Reported(f"{type(e).__name__}: {e}") from None
         if not isinstance(decoded, list):
             raise Reported(f"chunk holds a {type(decoded).__name__}, not an array of events")
-        into.extend(decoded)
+        into.append(decoded)  # set only here: an empty chunk is decoded too
         return b""
 
     return decode
 
 
 def _plugin_job(
-    sub: Substream, decoded: list[Event], ctx: Context, *, own_list: bool, narrow: bool
+    sub: Substream, chunk: list[list[Event]], ctx: Context, *, own_list: bool, narrow: bool
 ) -> Callable[[], bytes]:
     def target() -> bytes:
-        if not decoded:  # a child started after the decode's child died: nothing to run on
+        if not chunk:  # the decode failed, or this child started after the decode's died
             raise Reported("the chunk was not decoded")
+        decoded = chunk[0]
         if narrow:  # decoded with more fields than it declares: its own only
             events = project_events(decoded, sub.projection)
         else:
@@ -235,7 +236,7 @@ def handle(
     """One request: the plugins on the chunk in one sandboxed child; the reply."""
     ctx = Context(*header["ctx"])
     specs = header["plugins"]
-    decoded: list[Event] = []
+    decoded: list[list[Event]] = []  # the decoded events, once the child decoded them
     key = ctx.key.format()
     decode_limits = DecodeLimits(**header["decode_limits"])
     refused: dict[int, Outcome] = {}

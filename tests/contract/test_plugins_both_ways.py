@@ -1,21 +1,28 @@
 """Every shipped plugin, both ways, on the same decoded chunks: sandboxed as the
 companion runs it (``run_substreams``: the stored value) and sandboxed as the consumer
 library's fallback runs it (``consumer_lib.fallback.run_fallback``: the same sandbox,
-one child per chunk, the result decoded as a consumer decodes a stored one). Both must
-be exactly what a plain in-process call returns, after the same Sereal round trip a
-consumer's result goes through."""
+one child per chunk, the result decoded as a consumer decodes a stored one; and
+``run_served``: the fork server's child, decoding the stored bytes itself). All must
+be exactly what a plain in-process call on the events narrowed to the plugin's
+declared fields returns, after the same Sereal round trip a consumer's result goes
+through; the shipped plugins declare their fields, so that is also what a call on the
+whole events returns. A plugin reading a field it did not declare fails the same way
+in every one of them."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from consumer_lib.fallback import run_fallback
+from consumer_lib.fallback import run_fallback, run_served
+from consumer_lib.forkserver import ForkServer
 from eventstore import sereal
-from eventstore.blob import pack_blob, unpack_blob
+from eventstore.blob import DecodeLimits, pack_blob, unpack_blob
 from eventstore.names import ChunkKey
+from eventstore.sereal.projection import project_events
 from relocator.events import generate_events
 from substreams.api import Context, Substream
 from substreams.loader import LoadReport, load_entry_points, load_file, plugin_files
@@ -39,7 +46,8 @@ def shipped() -> list[Substream]:
     return list(found.values())
 
 
-def chunks() -> list[tuple[ChunkKey, list[dict[str, Any]]]]:
+def chunks() -> list[tuple[ChunkKey, bytes, list[dict[str, Any]]]]:
+    """(key, stored blob, its events decoded whole)."""
     events = generate_events(3000, seed=11)
     out = []
     for i, type_ in enumerate(("web", "lb", "cron")):
@@ -47,27 +55,65 @@ def chunks() -> list[tuple[ChunkKey, list[dict[str, Any]]]]:
         for chunk, start in enumerate(range(0, len(of_type), 700)):
             key = ChunkKey(1_700_000_000 + i, "dc1", type_, "main", chunk)
             # Through the stored form, so both ways see what the companion decodes.
-            decoded = unpack_blob(pack_blob(of_type[start : start + 700]), key=key.format())
-            out.append((key, decoded))
-    out.append((ChunkKey(1_700_000_009, "dc1", "web", "", 0), []))  # an empty chunk
+            blob = pack_blob(of_type[start : start + 700])
+            out.append((key, blob, unpack_blob(blob, key=key.format())))
+    empty = ChunkKey(1_700_000_009, "dc1", "web", "", 0)
+    out.append((empty, pack_blob([]), []))  # an empty chunk
     return out
 
 
+@pytest.fixture(scope="module")
+def server() -> Iterator[ForkServer]:
+    forks = ForkServer()
+    yield forks
+    forks.close()
+
+
 @pytest.mark.parametrize("sub", shipped(), ids=lambda s: s.name)
-def test_sandboxed_and_in_process_results_are_the_same(sub: Substream) -> None:
+def test_sandboxed_and_in_process_results_are_the_same(sub: Substream, server: ForkServer) -> None:
+    assert sub.fields is not None, "every shipped plugin declares its fields"
     ran = 0
-    for key, events in chunks():
+    for key, blob, events in chunks():
         if not sub.matches(key.type, key.subtype):
             continue
         ctx = Context.of(key)
-        (outcome,) = run_substreams([sub], events, ctx)
+        projected = project_events(events, sub.projection)  # what the companion gives it
+        (outcome,) = run_substreams([sub], projected, ctx)
         assert outcome.ok, outcome.error
         record = read_result(outcome.payload, key=key.format())
         assert (record.status, record.substream, record.version) == ("ok", sub.name, sub.version)
-        plain = sub(events, ctx)
-        assert record.result == sereal.decode(sereal.encode(plain))
+        plain = sereal.decode(sereal.encode(sub(projected, ctx)))
+        assert record.result == plain == sereal.decode(sereal.encode(sub(events, ctx)))
         (fallback,) = run_fallback([sub], events, key)
         assert (fallback.status, fallback.error) == ("ok", None)
         assert fallback.result == record.result
+        (served,) = run_served(server, [sub], blob, key, DecodeLimits())
+        assert (served.status, served.error, served.result) == ("ok", None, record.result)
         ran += 1
     assert ran >= 2
+
+
+UNDECLARED = """
+from substreams import substream
+
+@substream(name="undeclared_url", types=["web"], fields=["status"])
+def undeclared_url(events, ctx):
+    return [e["url"] for e in events if e["status"] >= 400]
+"""
+
+
+def test_a_plugin_reading_an_undeclared_field_fails_the_same_way_in_each(
+    tmp_path: Path, server: ForkServer
+) -> None:
+    path = tmp_path / "undeclared_url.py"
+    path.write_text(UNDECLARED)
+    (sub,) = load_file(path)
+    key, blob, events = next(c for c in chunks() if c[0].type == "web")
+    assert sub(events, Context.of(key)), "it works on the whole events"
+    (outcome,) = run_substreams([sub], project_events(events, sub.projection), Context.of(key))
+    (fallback,) = run_fallback([sub], events, key)
+    (served,) = run_served(server, [sub], blob, key, DecodeLimits())
+    failure = "exception: KeyError: 'url'"
+    assert outcome.status == "error" and (outcome.error or "").split("\n")[0] == failure
+    for run in (fallback, served):
+        assert run.status == "error" and (run.error or "").split("\n")[0] == failure
