@@ -6,7 +6,10 @@ loads the examples from a plugin directory; epochs of realistic events are writt
 (chunks, then metadata: the hook fires); once every result is stored, the consumer reads
 the substream twice: from the server only (``fallback="off"``) and by fallback only
 (``fallback="always"``, loading the plugin from the same directory), and both reads
-must agree chunk by chunk."""
+must agree chunk by chunk. The examples declare their fields (issue 16), so the
+companion builds only those and both sides run on the same projected events; a plugin
+reading a field it did not declare fails the same way in the companion and in the
+fallback, through the fork server and forked from the caller."""
 
 from __future__ import annotations
 
@@ -19,6 +22,7 @@ import pytest
 
 from companion.testing import Stack, start_stack
 from consumer_lib import EventsClient
+from consumer_lib.substream import SubstreamReader
 from eventstore.chunking import chunk_events
 from eventstore.names import ChunkKey, format_metadata
 from relocator.events import generate_events
@@ -29,6 +33,14 @@ pytestmark = pytest.mark.contract
 EXAMPLES = Path(__file__).parents[2] / "substreams" / "examples"
 E0 = 1_700_000_300
 DC = "dc1"
+#: Reads "url" but declares only "status": the field is missing wherever it runs.
+UNDECLARED = """
+from substreams import substream
+
+@substream(name="undeclared_url", types=["web"], fields=["status"])
+def undeclared_url(events, ctx):
+    return [e["url"] for e in events if e["status"] >= 400]
+"""
 
 
 def shipped() -> dict[str, str]:
@@ -43,7 +55,11 @@ def shipped() -> dict[str, str]:
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Stack, list[ChunkKey]]]:
     plugins = {p.name: p.read_text() for p in plugin_files(EXAMPLES)}
-    stack = start_stack(tmp_path_factory.mktemp("stack"), plugins=plugins)
+    plugins["undeclared_url.py"] = UNDECLARED
+    # The failing plugin runs with the others and is never disabled: every chunk's
+    # result is its own run's.
+    settings = {"quarantine": False, "disable_after": 10_000}
+    stack = start_stack(tmp_path_factory.mktemp("stack"), plugins=plugins, companion=settings)
     keys: list[ChunkKey] = []
     try:
         events = generate_events(2400, seed=7)
@@ -95,3 +111,30 @@ def test_fallback_result_is_exactly_the_stored_result(
     for s, f in zip(from_server, by_fallback, strict=True):
         assert f.result == s.result == stored[s.key].result, s.key
         assert f.version == s.version
+
+
+def test_a_plugin_reading_an_undeclared_field_fails_the_same_way_in_the_companion_and_the_fallback(
+    stack: tuple[Stack, list[ChunkKey]],
+) -> None:
+    server, keys = stack
+    with EventsClient(
+        [server.devnode.url], plugin_dirs=[server.plugin_dir], use_entry_points=False
+    ) as client:
+        sub = client.plugins.get("undeclared_url")
+        matching = [k for k in keys if sub.matches(k.type, k.subtype)]
+        stored = server.wait_results(sub.name, matching, timeout_s=60.0)
+        ways = {
+            way: SubstreamReader(client.store, sub.name, sub, fallback="always", server=fs)
+            for way, fs in (("fork server", client.fallback_server), ("caller", None))
+        }
+        for key in matching:
+            record = stored[key]
+            assert (record.status, record.version) == ("error", sub.version), record
+            assert record.error is not None
+            failure = record.error.split("\n", 1)[0]
+            assert failure == "exception: KeyError: 'url'", record.error
+            for way, reader in ways.items():
+                got = reader.resolve(key)
+                assert (got.served, got.fallback_status) == ("gap", "error"), way
+                assert got.error is not None, way
+                assert got.error.split("\n", 1)[0] == f"fallback error: {failure}", way

@@ -1,5 +1,6 @@
 """Every shipped plugin, both ways, on the same decoded chunks: sandboxed as the
-companion runs it (``run_substreams``: the stored value) and sandboxed as the consumer
+companion runs it (``run_substreams`` with the companion's loader: the chunk decoded in
+the child with the plugin's fields; the stored value) and sandboxed as the consumer
 library's fallback runs it (``consumer_lib.fallback.run_fallback``: the same sandbox,
 one child per chunk, the result decoded as a consumer decodes a stored one; and
 ``run_served``: the fork server's child, decoding the stored bytes itself). All must
@@ -11,12 +12,14 @@ in every one of them."""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from companion.chunks import decode_chunk
 from consumer_lib.fallback import run_fallback, run_served
 from consumer_lib.forkserver import ForkServer
 from eventstore import sereal
@@ -27,7 +30,7 @@ from relocator.events import generate_events
 from substreams.api import Context, Substream
 from substreams.loader import LoadReport, load_entry_points, load_file, plugin_files
 from substreams.results import read_result
-from substreams.sandbox import run_substreams
+from substreams.sandbox import Loader, run_substreams
 
 pytestmark = pytest.mark.contract
 
@@ -62,6 +65,11 @@ def chunks() -> list[tuple[ChunkKey, bytes, list[dict[str, Any]]]]:
     return out
 
 
+def companion_loader(key: ChunkKey, blob: bytes) -> Loader:
+    """The chunk as the companion hands it to its child (companion/worker.py)."""
+    return functools.partial(decode_chunk, key, blob, DecodeLimits())
+
+
 @pytest.fixture(scope="module")
 def server() -> Iterator[ForkServer]:
     forks = ForkServer()
@@ -77,8 +85,8 @@ def test_sandboxed_and_in_process_results_are_the_same(sub: Substream, server: F
         if not sub.matches(key.type, key.subtype):
             continue
         ctx = Context.of(key)
-        projected = project_events(events, sub.projection)  # what the companion gives it
-        (outcome,) = run_substreams([sub], projected, ctx)
+        projected = project_events(events, sub.projection)
+        (outcome,) = run_substreams([sub], companion_loader(key, blob), ctx, isolation="chunk")
         assert outcome.ok, outcome.error
         record = read_result(outcome.payload, key=key.format())
         assert (record.status, record.substream, record.version) == ("ok", sub.name, sub.version)
@@ -110,7 +118,8 @@ def test_a_plugin_reading_an_undeclared_field_fails_the_same_way_in_each(
     (sub,) = load_file(path)
     key, blob, events = next(c for c in chunks() if c[0].type == "web")
     assert sub(events, Context.of(key)), "it works on the whole events"
-    (outcome,) = run_substreams([sub], project_events(events, sub.projection), Context.of(key))
+    loader = companion_loader(key, blob)
+    (outcome,) = run_substreams([sub], loader, Context.of(key), isolation="chunk")
     (fallback,) = run_fallback([sub], events, key)
     (served,) = run_served(server, [sub], blob, key, DecodeLimits())
     failure = "exception: KeyError: 'url'"
