@@ -29,66 +29,67 @@ keeps its allowance (the chunk's objects are alive too) until it is resumed or c
 from __future__ import annotations
 
 import gc
+import itertools
 import threading
 
 __all__ = ["THRESHOLD", "Allowance", "Threshold", "Token"]
 
-#: A grant: (era, containers granted); see :class:`Threshold`.
-Token = tuple[int, int]
+#: A grant's number (0: nothing granted); see :class:`Threshold`.
+Token = int
 
 
 class Threshold:
     """The young-generation threshold, raised by the sum of the open grants.
 
-    Thread-safe. A grant's token is ``(era, containers)``: when someone else sets the
-    threshold while grants are open, the era changes and older tokens release nothing.
+    Thread-safe. A grant's token is its number; releasing it twice, or after someone
+    else set the threshold (which voids every open grant), releases nothing.
     """
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._base = 0  # the threshold as found when the first open grant was made
-        self._raised = 0  # the sum of the open grants
+        self._grants: dict[Token, int] = {}  # the open grants: token -> containers
         self._set: int | None = None  # what we set it to; None: nothing open
-        self._era = 0
+        self._numbers = itertools.count(1)
 
     def grant(self, containers: int) -> Token:
         """Raise the threshold by ``containers``. Returns the token to :meth:`release`
         (nothing is raised for ``containers`` <= 0 or when the threshold is 0)."""
-        return self.adjust((-1, 0), containers)
+        return self.adjust(0, containers)
 
     def release(self, token: Token) -> None:
         """Take back a grant; the threshold drops by it (to the base when none is left)."""
         self.adjust(token, 0)
 
     def adjust(self, token: Token, containers: int) -> Token:
-        """Replace the grant ``token`` by one of ``containers``, setting the threshold
-        once (lowered in between, the tuple ``gc.get_threshold()`` builds would start
-        the very collection this is here to spare). Returns the new token."""
+        """Replace the grant ``token`` (0: none) by one of ``containers``, setting the
+        threshold once (lowered in between, the tuple ``gc.get_threshold()`` builds
+        would start the very collection this is here to spare). Returns the new token
+        (0: nothing granted)."""
         with self._lock:
             t0, t1, t2 = gc.get_threshold()
-            if self._set is None:  # nothing open: a new era, from the threshold as found
-                self._era += 1
-                self._base, self._raised = t0, 0
+            if self._set is None:  # nothing open: from the threshold as found
+                self._base = t0
             elif t0 != self._set:  # set by someone else: theirs is the base, ours void
-                self._era += 1
-                self._base, self._raised, self._set = t0, 0, None
-            era, old = token
-            if era == self._era:
-                self._raised -= old
-            new = containers if containers > 0 and self._base > 0 else 0
-            self._raised += new
-            if self._set is not None or self._raised > 0:
-                self._set = self._base + self._raised
-                gc.set_threshold(self._set, t1, t2)
-                if self._raised == 0:
-                    self._set = None
-            return self._era, new
+                self._base, self._set = t0, None
+                self._grants.clear()
+            changed = self._grants.pop(token, 0) > 0
+            new: Token = 0
+            if containers > 0 and self._base > 0:
+                new = next(self._numbers)
+                self._grants[new] = containers
+                changed = True
+            if changed:
+                raised = sum(self._grants.values())
+                gc.set_threshold(self._base + raised, t1, t2)
+                self._set = self._base + raised if raised else None
+            return new
 
     @property
     def raised(self) -> int:
         """The containers the threshold is raised by now (0: as found)."""
         with self._lock:
-            return self._raised if self._set is not None else 0
+            return sum(self._grants.values())
 
 
 #: The interpreter's one collector has one threshold: one object arbitrates it.
@@ -112,16 +113,16 @@ class Allowance:
     def __init__(self, expected: int, threshold: Threshold = THRESHOLD) -> None:
         self._threshold = threshold
         self._start = gc.get_count()[0]
-        self._token: Token | None = threshold.grant(expected)
+        self._token = threshold.grant(expected)
 
     def cover_new_objects(self) -> None:
         """Narrow the raise to the containers allocated (net) since this allowance was
         opened, i.e. those of the chunk just decoded."""
-        if self._token is not None:
+        if self._token:
             self._token = self._threshold.adjust(self._token, gc.get_count()[0] - self._start)
 
     def close(self) -> None:
         """Release the raise (idempotent)."""
-        token, self._token = self._token, None
-        if token is not None:
+        token, self._token = self._token, 0
+        if token:
             self._threshold.release(token)
