@@ -12,7 +12,8 @@ bucket = the substream, key = the chunk key), same put options. Per Spark task::
         stored is a record of this plugin version, status not "shed"  -> kept (never
             overwritten: the companion or an earlier backfill computed it)
         else: wait for the task's share of max_chunks_per_s
-              GET the chunk, verify, decode; run the plugin sandboxed; PUT the result
+              GET the chunk, verify, decode (only the plugin's declared fields, as
+              the companion gives them); run the plugin sandboxed; PUT the result
 
 A "shed" result of the same version is replaced: shedding means the plugin never ran.
 Unreadable and missing results are written. A result of another version is kept and
@@ -267,7 +268,7 @@ def _one(
     pacer.wait()
     try:
         blob = riak.get(*DEFAULT_NAMESPACES.chunk_location(key)).value
-        events = unpack_blob(blob, key=key.format())
+        events = unpack_blob(blob, key=key.format(), fields=plugin.fields)
     except (RiakError, EventStoreError):
         return "unreadable"
     if not isinstance(events, list):

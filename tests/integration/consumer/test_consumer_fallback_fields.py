@@ -4,6 +4,7 @@ them in the fork server's child, in a child forked from the caller and in ``subs
 test``, so its result is the same in all three (and the one a plain call on the
 projected events gives); a plugin reading a field it did not declare fails the same
 way in all three, and ``substream test`` says why. Each plugin of one run sees its own
+fields. The backfill job stores what the companion would: the run on the plugin's
 fields."""
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from consumer_helpers import write_epoch
 
 from consumer_lib import EventsClient
 from consumer_lib.fallback import run_fallback, run_served
+from consumer_lib.spark import backfill
 from consumer_lib.substream import SubstreamReader
 from eventstore import sereal
 from eventstore.blob import unpack_blob
@@ -28,6 +30,7 @@ from eventstore.sereal.projection import project_events
 from relocator.events import generate_events
 from substreams.api import Context, Substream
 from substreams.harness import DEFAULT_CAP, chunks_from_riak, run_plugin_file
+from substreams.results import read_result
 
 pytestmark = pytest.mark.integration
 
@@ -164,3 +167,16 @@ def test_each_plugin_of_one_run_sees_its_own_fields(setup: Setup) -> None:
         assert urls == {"keys": ["url"], "n": 300}
         assert again == shape
     assert [r.result for r in served] == [r.result for r in forked]
+
+
+def test_the_backfill_stores_the_run_on_the_plugins_fields(setup: Setup, riak: RiakClient) -> None:
+    client, name, keys, _ = setup
+    plugin = client.plugins.get(f"{name}_shape")
+    fallback = readers(client, plugin)["fork server"]
+    for key in keys:
+        assert backfill._one(riak, plugin, key, backfill.Pacer(0), False) == "stored"
+        stored = riak.get(*client.store.namespaces.substream_location(plugin.name, key))
+        record = read_result(stored.value, key=key.format())
+        assert (record.status, record.version) == ("ok", plugin.version)
+        assert record.result["keys"] == ["search", "status", "timings", "trace"]
+        assert record.result == fallback.resolve(key).result
