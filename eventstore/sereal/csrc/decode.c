@@ -204,6 +204,71 @@ track_container(Dec *d, Py_ssize_t tagpos, int track, const SrlTrack *also, PyOb
     return srl_dec_track_all(d, also, v);
 }
 
+static PyObject *read_array(Dec *d, Py_ssize_t tagpos, Py_ssize_t *pos, Py_ssize_t n,
+                            int track, const SrlTrack *also_track);
+static PyObject *read_hash(Dec *d, Py_ssize_t tagpos, Py_ssize_t *pos, Py_ssize_t n, int track,
+                           const SrlTrack *also_track);
+static PyObject *read_number(Dec *d, Py_ssize_t tagpos, Py_ssize_t *pos, uint8_t tag);
+
+/* One item of an array or hash, as srl_dec_item decodes it. The tags most of an
+ * event is made of (strings, COPYs, integers, doubles, undef, booleans, small hashes
+ * and arrays), when untracked, are decoded right here: two calls and the tracking
+ * bookkeeping per item cost more than building a small string. Anything else, PADs
+ * and F-bit tags included, goes through srl_dec_item_tracked. */
+static inline PyObject *
+dec_member(Dec *d, Py_ssize_t *pos)
+{
+    Py_ssize_t p = *pos;
+    if (p >= d->end)
+        return srl_dec_item_tracked(d, pos, NULL); /* raises TruncatedInput */
+    uint8_t tag = d->data[p];
+    if (tag >= SRL_SHORT_BINARY_LOW && tag < SRL_TRACK) {
+        srl_mark_tag(d, p);
+        return read_string(d, pos, tag, 0);
+    }
+    if (tag == SRL_COPY) {
+        Py_ssize_t target;
+        srl_mark_tag(d, p);
+        return srl_dec_copy_string(d, p, pos, 0, &target);
+    }
+    if (tag < SRL_NEG_LOW) {
+        srl_mark_tag(d, p);
+        *pos = p + 1;
+        return PyLong_FromLong(tag);
+    }
+    if (tag >= SRL_ARRAYREF_LOW && tag < SRL_SHORT_BINARY_LOW) {
+        srl_mark_tag(d, p);
+        if (srl_dec_enter(d, p) < 0)
+            return NULL;
+        *pos = p + 1;
+        PyObject *v = tag >= SRL_HASHREF_LOW ? read_hash(d, p, pos, tag & 0x0f, 0, NULL)
+                                             : read_array(d, p, pos, tag & 0x0f, 0, NULL);
+        d->depth--;
+        return v;
+    }
+    switch (tag) {
+    case SRL_VARINT:
+    case SRL_DOUBLE:
+        srl_mark_tag(d, p);
+        *pos = p + 1;
+        return read_number(d, p, pos, tag);
+    case SRL_UNDEF:
+        srl_mark_tag(d, p);
+        *pos = p + 1;
+        return Py_NewRef(Py_None);
+    case SRL_TRUE:
+        srl_mark_tag(d, p);
+        *pos = p + 1;
+        return Py_NewRef(Py_True);
+    case SRL_FALSE:
+        srl_mark_tag(d, p);
+        *pos = p + 1;
+        return Py_NewRef(Py_False);
+    default:
+        return srl_dec_item_tracked(d, pos, NULL);
+    }
+}
+
 /* The items of an array of n (the caller has opened its nesting level). */
 static PyObject *
 read_array(Dec *d, Py_ssize_t tagpos, Py_ssize_t *pos, Py_ssize_t n, int track,
@@ -221,7 +286,7 @@ read_array(Dec *d, Py_ssize_t tagpos, Py_ssize_t *pos, Py_ssize_t n, int track,
     if (track_container(d, tagpos, track, also_track, list) < 0)
         goto fail;
     for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *item = srl_dec_item(d, pos);
+        PyObject *item = dec_member(d, pos);
         if (item == NULL)
             goto fail;
         PyList_SET_ITEM(list, i, item);
@@ -261,7 +326,7 @@ read_hash(Dec *d, Py_ssize_t tagpos, Py_ssize_t *pos, Py_ssize_t n, int track,
         }
         if (key == NULL)
             goto fail;
-        PyObject *value = srl_dec_item(d, pos);
+        PyObject *value = dec_member(d, pos);
         if (value == NULL) {
             Py_XDECREF(owned_key);
             goto fail;
