@@ -563,10 +563,7 @@ class Engine:
         item.source = []  # freed while the result is stored
         self._writer.store_all(key, [(sub, stored_value(sub, outcome), outcome.status)])
         if outcome.kind == "unreadable":  # the chunk's, not the plugin's: not counted
-            log.warning(
-                "companion: epoch=%d dc=%s key=%s substream=%s: %s",
-                *(key.epoch, key.dc, key, sub.name, outcome.error),
-            )
+            self._unreadable(key, outcome.error or "")  # a read of its own: counted
             return
         self._signal_run(key, sub, outcome)
         self._track(sub, outcome)

@@ -6,7 +6,12 @@ inside the companion (real gunicorn companion, devnode, its hook).
   not blamed for it;
 - chunks shed while a plugin is disabled: the disabled plugin's results are marked too;
 - a result deleted from the store: the auditor, on by default and learning the dc
-  from the key groups, writes it again without rewriting the results that exist.
+  from the key groups, writes it again without rewriting the results that exist;
+- a chunk that cannot be read (bad checksum: found by the chunk thread; not an array,
+  or a body that does not decode: found by the child that decodes it): every matching
+  substream gets ``error`` naming why, and the plugins are not blamed for it;
+- each substream sees the events narrowed to the fields it declares, as the
+  consumer's fallback gives them (the child decodes their union once).
 """
 
 from __future__ import annotations
@@ -18,6 +23,12 @@ from typing import Any
 import pytest
 
 from companion.testing import Stack, children_of, forks_refused
+from eventstore import sereal
+from eventstore.blob import add_postfix, pack_blob
+from eventstore.sereal.projection import project_events
+from eventstore.testing import store_chunks
+from substreams.api import Context
+from substreams.loader import load_file
 
 pytestmark = pytest.mark.integration
 
@@ -60,6 +71,24 @@ from substreams import substream
 def slow(events, ctx):
     time.sleep(0.3)
     return len(events)
+"""
+
+
+FIELDS = """
+from substreams import substream
+
+@substream(name="keys_i", types=["t"], fields=["i"])
+def keys_i(events, ctx):
+    return [sorted(e) for e in events]
+
+@substream(name="nested", types=["t"], fields=["n.a", "c"])
+def nested(events, ctx):
+    # reads an undeclared field too: None here as in the fallback
+    return [[e.get("n"), e.get("c"), e.get("i")] for e in events]
+
+@substream(name="whole", types=["t"])
+def whole(events, ctx):
+    return [sorted(e) for e in events]
 """
 
 
@@ -158,3 +187,73 @@ def test_the_auditor_writes_a_deleted_result_again_and_nothing_else(
     # on every run) are the ones the hook's run stored.
     for key in keys:
         assert stack.result("stamp", key) == stamps[key]
+
+
+def test_an_unreadable_chunk_gets_an_error_naming_why_on_every_matching_substream(
+    stack_factory: Callable[..., Stack],
+) -> None:
+    # One worker, the plugins trusted there (an ok run): the chunks go through the
+    # shared child, not the lanes of new plugins.
+    stack = stack_factory(
+        plugins={"counts.py": COUNTS}, companion={"disable_after": 2, "workers": 1}
+    )
+    first = stack.write_epoch(EPOCH + 29, "dc1", chunks(1))
+    assert stack.wait_results("firsts", first)[first[0]].status == "ok"
+    assert stack.wait_results("counts", first)[first[0]].status == "ok"
+    good = pack_blob([{"i": i} for i in range(5)])
+    flipped = bytearray(good)
+    flipped[len(good) // 2] ^= 0xFF  # the checksum no longer matches: the chunk thread
+    document = sereal.encode([{"i": i} for i in range(50)], compress=None)
+    blobs = [
+        ("t", "", bytes(flipped)),
+        ("t", "", pack_blob({"not": "events"})),  # decodes, but to no array: the child
+        ("t", "", add_postfix(document[:-20])),  # checksum right, body cut: the child
+    ]
+    keys = store_chunks([stack.riak], EPOCH + 30, "dc1", blobs)
+    for name in ("counts", "firsts"):
+        got = stack.wait_results(name, keys)
+        for key, record in got.items():
+            assert record.status == "error", (key, record)
+            assert record.error is not None and record.error.startswith("chunk_unreadable: ")
+            assert key.format() in record.error, record.error
+        assert "ChecksumMismatch" in (got[keys[0]].error or "") or "xxh3" in (
+            got[keys[0]].error or ""
+        ), got[keys[0]].error
+        assert "holds a dict, not an array of events" in (got[keys[1]].error or "")
+        assert "does not decode" in (got[keys[2]].error or ""), got[keys[2]].error
+    # The chunks', not the plugins' failures: three in a row disabled nothing, and
+    # the next chunk is processed as usual.
+    markers = stack.root / "state" / "disabled"  # disabled: *.json; failure counts
+    assert not [*markers.glob("*.json"), *markers.glob("*.failures")]
+    after = stack.write_epoch(EPOCH + 31, "dc1", chunks(1))
+    assert stack.wait_results("counts", after)[after[0]].status == "ok"
+    status = wait_for(
+        lambda: (
+            (v := stack.companion.json("/v1/status"))["counters"]["chunks_unreadable"] == 3 and v
+        )
+    )
+    assert status["substreams"]["counts"]["failures"] == {}
+
+
+def test_each_substream_sees_the_events_narrowed_to_its_own_fields(
+    stack_factory: Callable[..., Stack],
+) -> None:
+    stack = stack_factory(plugins={"fields.py": FIELDS})
+    events: list[dict[str, Any]] = [
+        {"i": 1, "c": "x", "n": {"a": 1, "b": 2}, "q": [1]},
+        {"i": 2, "n": [3]},  # not a dict below: kept whole
+        {"c": "y", "q": None},
+    ]
+    keys = stack.write_epoch(EPOCH + 40, "dc1", {("t", "", 0): events})
+    subs = {s.name: s for s in load_file(stack.plugin_dir / "fields.py")}
+    ctx = Context.of(keys[0])
+    for name, sub in subs.items():
+        record = stack.wait_results(name, keys)[keys[0]]
+        assert record.status == "ok", record
+        # What the consumer's fallback and `substream test` give the same plugin.
+        assert record.result == sub.function(project_events(events, sub.projection), ctx)
+    assert stack.wait_results("nested", keys)[keys[0]].result == [
+        [{"a": 1}, "x", None],
+        [[3], None, None],
+        [None, "y", None],
+    ]

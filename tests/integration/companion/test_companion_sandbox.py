@@ -7,16 +7,19 @@ last tests here pin the "does not" side so the documentation stays true.
 
 from __future__ import annotations
 
+import os
 import time
 from pathlib import Path
 
 import pytest
 
 from companion.testing import process_alive
-from substreams.api import Context, Substream
+from eventstore.sereal.projection import Tree, project_events
+from substreams import sandbox
+from substreams.api import Context, Event, Substream
 from substreams.loader import load_file
 from substreams.results import read_result
-from substreams.sandbox import Isolation, run_substreams, stored_value
+from substreams.sandbox import Isolation, Loader, run_substreams, stored_value
 
 pytestmark = pytest.mark.integration
 
@@ -232,3 +235,84 @@ def test_in_one_child_per_chunk_each_run_gets_its_own_list_of_events(tmp_path: P
     )
     assert [read_result(o.payload).result for o in outcomes] == [10, 10]
     assert len(events) == 10
+
+
+NARROW = """
+from substreams import substream
+
+@substream(name="just_a", fields=["a"])
+def just_a(events, ctx):
+    return [sorted(e) for e in events]
+
+@substream(name="b_c", fields=["b.c"])
+def b_c(events, ctx):
+    return events
+
+@substream(name="also_a", fields=["a"])
+def also_a(events, ctx):
+    events.clear()  # its own list: the next run still sees every event
+    return 0
+"""
+
+
+@ISOLATION
+def test_with_a_loader_each_child_decodes_the_union_and_each_run_sees_its_own_fields(
+    tmp_path: Path, isolation: Isolation
+) -> None:
+    path = tmp_path / "narrow.py"
+    path.write_text(NARROW)
+    subs = load_file(path)
+    events = [{"a": 1, "b": {"c": 2, "d": 3}, "e": 4}, {"b": 5}]
+
+    def loader(tree: Tree | None) -> list[Event]:  # runs in the child
+        if isolation == "chunk" and tree != {"a": None, "b": {"c": None}}:
+            raise ValueError(f"asked for {tree}, not the union")
+        return project_events(events, tree)
+
+    outcomes = run_substreams(subs, loader, Context(1, "d", "t", "", 0), isolation=isolation)
+    assert [o.kind for o in outcomes] == ["ok", "ok", "ok"], [o.error for o in outcomes]
+    got = [read_result(o.payload).result for o in outcomes]
+    # What the fallback gives each plugin: the events narrowed to its own fields.
+    assert got == [[["a"], []], [{"b": {"c": 2}}, {"b": 5}], 0]
+    assert sum(o.load_cpu_s > 0 for o in outcomes) == (1 if isolation == "chunk" else 3)
+
+
+def _fails(tree: Tree | None) -> list[Event]:
+    raise ValueError("chunk_unreadable: key 7 holds a dict, not an array of events")
+
+
+def _dies(tree: Tree | None) -> list[Event]:
+    os._exit(3)
+
+
+def _hangs(tree: Tree | None) -> list[Event]:
+    while True:
+        pass
+
+
+@ISOLATION
+@pytest.mark.parametrize(
+    ("loader", "error"),
+    [
+        (_fails, "chunk_unreadable: key 7 holds a dict, not an array of events"),
+        (
+            _dies,
+            "chunk_unreadable: loading the events: killed: exited with code 3 without a result",
+        ),
+        (_hangs, "chunk_unreadable: loading the events: not loaded within 0.5s"),
+    ],
+)
+def test_events_a_child_cannot_load_give_every_run_an_unreadable_outcome_naming_why(
+    hostile: dict[str, Substream],
+    isolation: Isolation,
+    loader: Loader,
+    error: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(sandbox, "LOAD_TIMEOUT_S", 0.5)
+    subs = [hostile["good"], hostile["raises"], hostile["good"]]
+    outcomes = run_substreams(subs, loader, Context(1, "d", "t", "", 0), isolation=isolation)
+    assert [(o.kind, o.status, o.error) for o in outcomes] == [("unreadable", "error", error)] * 3
+    for sub, outcome in zip(subs, outcomes, strict=True):
+        record = read_result(stored_value(sub, outcome))
+        assert (record.status, record.error) == ("error", error)
