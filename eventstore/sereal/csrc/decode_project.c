@@ -14,6 +14,8 @@
  * decode gives. eventstore/sereal/pure/project.py is the same walk in Python. */
 #include "decoder.h"
 
+#include <string.h>
+
 static int skip(Dec *d, Py_ssize_t *pos);
 
 /* The first non-PAD position at or after p (maybe d->end); raises nothing. */
@@ -187,6 +189,27 @@ skip_key(Dec *d, Py_ssize_t *pos, const char *what)
     return -1;
 }
 
+/* skip() with the commonest values (small integers, short strings) inline. */
+static inline int
+skip_value(Dec *d, Py_ssize_t *pos)
+{
+    Py_ssize_t p = *pos;
+    if (p < d->end) {
+        uint8_t t = d->data[p];
+        if (t < SRL_VARINT) {
+            srl_mark_tag(d, p);
+            *pos = p + 1;
+            return 0;
+        }
+        if (t >= SRL_SHORT_BINARY_LOW && t < SRL_TRACK && (t & 0x1f) < d->end - p) {
+            srl_mark_tag(d, p);
+            *pos = p + 1 + (t & 0x1f);
+            return 0;
+        }
+    }
+    return skip(d, pos);
+}
+
 /* n items (pairs: n keys and values) at *pos; the caller has opened the level. */
 static int
 skip_items(Dec *d, Py_ssize_t *pos, Py_ssize_t n, int pairs)
@@ -200,7 +223,7 @@ skip_items(Dec *d, Py_ssize_t *pos, Py_ssize_t n, int pairs)
     for (Py_ssize_t i = 0; i < n; i++) {
         if (pairs && skip_key(d, pos, "hash key") < 0)
             return -1;
-        if (skip(d, pos) < 0)
+        if (skip_value(d, pos) < 0)
             return -1;
     }
     return 0;
@@ -351,43 +374,127 @@ skip(Dec *d, Py_ssize_t *pos)
     }
 }
 
-static PyObject *project_value(Dec *d, Py_ssize_t *pos, PyObject *tree);
+/* The walk's state: the decoder's, and which COPY key targets each tree node keeps
+ * (almost every key of an event is a COPY of one of a few dozen strings, so after the
+ * first event a key is matched without a string or a dict lookup). */
+typedef struct {
+    Dec *d;
+    struct {
+        Py_ssize_t target; /* -1: empty */
+        PyObject *tree;    /* borrowed: the trees outlive the walk */
+        PyObject *sub;     /* borrowed from tree; NULL: the key is not in it */
+    } keys[512];
+} Proj;
+
+static PyObject *project_value(Proj *pr, Py_ssize_t *pos, PyObject *tree);
+
+/* The key at *pos of a hash narrowed to `tree`: a new reference to it (NULL: not
+ * kept, *pos past it) and its subtree in *sub, or NULL with *sub = NULL on error.
+ * Reads and checks the key as read_hash does. */
+/* True (and *pos past it) when the key at *pos is a short ASCII string that no key of
+ * a small `tree` spells: it is skipped as srl_dec_key would read it, without building a
+ * str (ASCII bytes decode to the same str in every binary mode). False: not known. */
+static int
+literal_key_not_kept(Dec *d, Py_ssize_t *pos, PyObject *tree)
+{
+    Py_ssize_t p = past_pad(d, *pos);
+    if (p >= d->end || PyDict_GET_SIZE(tree) > 16)
+        return 0;
+    uint8_t t = d->data[p] & 0x7f;
+    Py_ssize_t n = t & 0x1f;
+    if (t < SRL_SHORT_BINARY_LOW || n >= d->end - p)
+        return 0;
+    const uint8_t *s = d->data + p + 1;
+    for (Py_ssize_t i = 0; i < n; i++)
+        if (s[i] >= 0x80)
+            return 0;
+    Py_ssize_t i = 0;
+    PyObject *k, *sub;
+    while (PyDict_Next(tree, &i, &k, &sub))
+        if (!PyUnicode_IS_COMPACT_ASCII(k) ||
+            (PyUnicode_GET_LENGTH(k) == n && memcmp(PyUnicode_1BYTE_DATA(k), s, (size_t)n) == 0))
+            return 0;
+    srl_mark_tag(d, p);
+    *pos = p + 1 + n;
+    return 1;
+}
+
+static PyObject *
+project_key(Proj *pr, Py_ssize_t *pos, PyObject *tree, PyObject **sub)
+{
+    Dec *d = pr->d;
+    Py_ssize_t key_pos, p = *pos;
+    PyObject *key, *found;
+    *sub = NULL;
+    if (p < d->end && d->data[p] == SRL_COPY) {
+        srl_mark_tag(d, p);
+        Py_ssize_t q = p + 1;
+        uint64_t o;
+        if (srl_dec_varint(d, &q, &o, "a COPY offset") < 0)
+            return NULL;
+        Py_ssize_t target = o > (uint64_t)(p - d->base) ? -1 : d->base + (Py_ssize_t)o;
+        size_t slot = ((size_t)target * 0x9E3779B1u ^ ((size_t)tree >> 4)) & 511;
+        if (target >= d->start && target < p && pr->keys[slot].target == target &&
+            pr->keys[slot].tree == tree) {
+            /* Seen under this tree: a string read earlier, checked then. */
+            if ((found = pr->keys[slot].sub) == NULL) {
+                *pos = q;
+                return NULL;
+            }
+            if ((key = srl_dec_copy_string(d, p, pos, 1, &key_pos)) != NULL)
+                *sub = found;
+            return key;
+        }
+        if ((key = srl_dec_copy_string(d, p, pos, 1, &key_pos)) == NULL)
+            return NULL;
+        found = PyDict_GetItemWithError(tree, key); /* borrowed */
+        if (found != NULL || !PyErr_Occurred()) {
+            pr->keys[slot].target = key_pos;
+            pr->keys[slot].tree = tree;
+            pr->keys[slot].sub = found;
+        }
+    } else {
+        if (literal_key_not_kept(d, pos, tree))
+            return NULL;
+        if ((key = srl_dec_key(d, pos, "hash key", &key_pos)) == NULL)
+            return NULL;
+        found = PyDict_GetItemWithError(tree, key);
+    }
+    if (found == NULL) {
+        Py_DECREF(key);
+        return NULL;
+    }
+    *sub = found;
+    return key;
+}
 
 /* The n pairs at *pos of the untracked hash at tagpos (its level open), only the keys
  * in `tree` built. Charges the dict at its tag, then a key and a value per kept pair. */
 static PyObject *
-project_hash(Dec *d, Py_ssize_t tagpos, Py_ssize_t *pos, Py_ssize_t n, PyObject *tree)
+project_hash(Proj *pr, Py_ssize_t tagpos, Py_ssize_t *pos, Py_ssize_t n, PyObject *tree)
 {
+    Dec *d = pr->d;
     if (n > (d->end - *pos) / 2)
         return srl_raise(srl_state.TruncatedInput, d->end,
                          "hash of %zd pairs cannot fit in the %zd bytes left", n,
                          d->end - *pos);
     if (srl_dec_charge(d, tagpos, 1) < 0)
         return NULL;
-    PyObject *dict = PyDict_New();
+    Py_ssize_t most = PyDict_GET_SIZE(tree) < n ? PyDict_GET_SIZE(tree) : n;
+    PyObject *dict = most > 5 ? _PyDict_NewPresized(most) : PyDict_New();
     if (dict == NULL)
         return NULL;
     for (Py_ssize_t i = 0; i < n; i++) {
-        Py_ssize_t key_pos, p = *pos;
-        PyObject *key;
-        if (p < d->end && d->data[p] == SRL_COPY) {
-            srl_mark_tag(d, p);
-            key = srl_dec_copy_string(d, p, pos, 1, &key_pos);
-        } else {
-            key = srl_dec_key(d, pos, "hash key", &key_pos);
-        }
-        if (key == NULL)
-            goto fail;
-        PyObject *sub = PyDict_GetItemWithError(tree, key); /* borrowed */
-        if (sub == NULL) {
-            Py_DECREF(key);
-            if (PyErr_Occurred() || skip(d, pos) < 0)
+        PyObject *sub;
+        PyObject *key = project_key(pr, pos, tree, &sub);
+        if (key == NULL) {
+            if (PyErr_Occurred() || skip_value(d, pos) < 0)
                 goto fail;
             continue;
         }
         PyObject *value = NULL;
         if (srl_dec_charge(d, tagpos, 2) == 0)
-            value = sub == Py_None ? srl_dec_item(d, pos) : project_value(d, pos, sub);
+            value = sub == Py_None ? srl_dec_item(d, pos) : project_value(pr, pos, sub);
         int rc = value == NULL ? -1 : PyDict_SetItem(dict, key, value);
         Py_DECREF(key);
         Py_XDECREF(value);
@@ -403,8 +510,9 @@ fail:
 /* The count of the untracked HASH at tagpos (its level open), as srl_dec_container
  * reads it, then its pairs narrowed to `tree`. */
 static PyObject *
-project_counted_hash(Dec *d, Py_ssize_t tagpos, Py_ssize_t *pos, PyObject *tree)
+project_counted_hash(Proj *pr, Py_ssize_t tagpos, Py_ssize_t *pos, PyObject *tree)
 {
+    Dec *d = pr->d;
     Py_ssize_t p = tagpos + 1;
     uint64_t n;
     if (srl_dec_varint(d, &p, &n, "a count") < 0)
@@ -414,14 +522,15 @@ project_counted_hash(Dec *d, Py_ssize_t tagpos, Py_ssize_t *pos, PyObject *tree)
                          "count %llu exceeds the %zd bytes left", (unsigned long long)n,
                          d->end - p);
     *pos = p;
-    return project_hash(d, tagpos, pos, (Py_ssize_t)n, tree);
+    return project_hash(pr, tagpos, pos, (Py_ssize_t)n, tree);
 }
 
 /* The item at *pos narrowed to `tree`: an untracked hash (HASH, HASHREF_n, REFN HASH)
  * is read key by key; anything else is decoded in full, then narrowed if a dict. */
 static PyObject *
-project_value(Dec *d, Py_ssize_t *pos, PyObject *tree)
+project_value(Proj *pr, Py_ssize_t *pos, PyObject *tree)
 {
+    Dec *d = pr->d;
     Py_ssize_t p = past_pad(d, *pos);
     if (p < d->end) {
         uint8_t t = d->data[p];
@@ -431,10 +540,10 @@ project_value(Dec *d, Py_ssize_t *pos, PyObject *tree)
             if (srl_dec_enter(d, p) < 0)
                 return NULL;
             if (t == SRL_HASH) {
-                v = project_counted_hash(d, p, pos, tree);
+                v = project_counted_hash(pr, p, pos, tree);
             } else {
                 *pos = p + 1;
-                v = project_hash(d, p, pos, t & 0x0f, tree);
+                v = project_hash(pr, p, pos, t & 0x0f, tree);
             }
             d->depth--;
             return v;
@@ -446,7 +555,7 @@ project_value(Dec *d, Py_ssize_t *pos, PyObject *tree)
                 if (srl_dec_enter(d, p) < 0)
                     return NULL;
                 srl_mark_tag(d, q);
-                v = project_counted_hash(d, q, pos, tree);
+                v = project_counted_hash(pr, q, pos, tree);
                 d->depth--;
                 return v;
             }
@@ -458,8 +567,9 @@ project_value(Dec *d, Py_ssize_t *pos, PyObject *tree)
 /* The elements of the untracked array at tagpos (its level open, n checked against
  * nothing yet), each narrowed to `tree`; charged as read_array charges. */
 static PyObject *
-project_events(Dec *d, Py_ssize_t tagpos, Py_ssize_t *pos, Py_ssize_t n, PyObject *tree)
+project_events(Proj *pr, Py_ssize_t tagpos, Py_ssize_t *pos, Py_ssize_t n, PyObject *tree)
 {
+    Dec *d = pr->d;
     if (n > d->end - *pos)
         return srl_raise(srl_state.TruncatedInput, d->end,
                          "array of %zd items cannot fit in the %zd bytes left", n,
@@ -470,7 +580,7 @@ project_events(Dec *d, Py_ssize_t tagpos, Py_ssize_t *pos, Py_ssize_t n, PyObjec
     if (list == NULL)
         return NULL;
     for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *item = project_value(d, pos, tree);
+        PyObject *item = project_value(pr, pos, tree);
         if (item == NULL) {
             Py_DECREF(list);
             return NULL;
@@ -482,8 +592,9 @@ project_events(Dec *d, Py_ssize_t tagpos, Py_ssize_t *pos, Py_ssize_t n, PyObjec
 
 /* The count of the untracked ARRAY at tagpos (its level open), then its events. */
 static PyObject *
-project_counted_array(Dec *d, Py_ssize_t tagpos, Py_ssize_t *pos, PyObject *tree)
+project_counted_array(Proj *pr, Py_ssize_t tagpos, Py_ssize_t *pos, PyObject *tree)
 {
+    Dec *d = pr->d;
     Py_ssize_t p = tagpos + 1;
     uint64_t n;
     if (srl_dec_varint(d, &p, &n, "a count") < 0)
@@ -493,7 +604,7 @@ project_counted_array(Dec *d, Py_ssize_t tagpos, Py_ssize_t *pos, PyObject *tree
                          "count %llu exceeds the %zd bytes left", (unsigned long long)n,
                          d->end - p);
     *pos = p;
-    return project_events(d, tagpos, pos, (Py_ssize_t)n, tree);
+    return project_events(pr, tagpos, pos, (Py_ssize_t)n, tree);
 }
 
 PyObject *
@@ -509,13 +620,20 @@ srl_dec_projected(Dec *d, Py_ssize_t *pos, PyObject *tree)
             srl_mark_tag(d, p);
             if (srl_dec_enter(d, p) < 0)
                 return NULL;
+            Proj *pr = PyMem_Malloc(sizeof *pr);
+            if (pr == NULL)
+                return PyErr_NoMemory();
+            pr->d = d;
+            for (int i = 0; i < 512; i++)
+                pr->keys[i].target = -1;
             if (t >= SRL_ARRAYREF_LOW) {
                 *pos = p + 1;
-                v = project_events(d, p, pos, t & 0x0f, tree);
+                v = project_events(pr, p, pos, t & 0x0f, tree);
             } else {
                 srl_mark_tag(d, q);
-                v = project_counted_array(d, q, pos, tree);
+                v = project_counted_array(pr, q, pos, tree);
             }
+            PyMem_Free(pr);
             d->depth--;
             return v;
         }

@@ -29,18 +29,21 @@ _OBJECT_TAGS = frozenset({tags.OBJECT, tags.OBJECTV, tags.OBJECT_FREEZE, tags.OB
 _F_IGNORED = frozenset({tags.PAD, *(t for t in range(0x80) if _HANDLERS[t] is _unknown)})
 
 
-def check_projection(tree: Any, depth: int = 1) -> None:
+def check_projection(tree: Any) -> None:
     """Raise ValueError unless ``tree`` is a projection tree: dicts from str to None or
     a tree, at most ``MAX_DEPTH_CAP`` deep (the compiled core's check, too)."""
-    if not isinstance(tree, dict):
-        raise ValueError(f"a projection tree is a dict, not {type(tree).__name__}")
-    if depth > MAX_DEPTH_CAP:
-        raise ValueError(f"projection tree deeper than {MAX_DEPTH_CAP}")
-    for key, sub in tree.items():
-        if type(key) is not str:
-            raise ValueError(f"projection keys are str, not {type(key).__name__}")
-        if sub is not None:
-            check_projection(sub, depth + 1)
+    stack = [(tree, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if not isinstance(node, dict):
+            raise ValueError(f"a projection tree is a dict, not {type(node).__name__}")
+        if depth > MAX_DEPTH_CAP:
+            raise ValueError(f"projection tree deeper than {MAX_DEPTH_CAP}")
+        for key, sub in node.items():
+            if type(key) is not str:
+                raise ValueError(f"projection keys are str, not {type(key).__name__}")
+            if sub is not None:
+                stack.append((sub, depth + 1))
 
 
 def decode_projected(dec: _Decoder, pos: int, tree: Tree) -> tuple[Any, int]:
