@@ -6,11 +6,16 @@ events each (one dc, grouped by type/subtype, chunked at 500 KB as relocators do
 When every substream result is stored:
 
 1. **Full stream**: ``EventsClient.events`` over the whole range (metadata, filtered,
-   parallel bounded prefetch, checksum verified, decoded): events/s and MB/s (stored
-   bytes), against the decode ceiling: verify + decode of the same blobs already in
-   memory, one thread (the codec's own speed on this data, no network), and against
-   the same decode keeping the last ``--prefetch`` chunks alive, as any reader handing
-   chunks on does (the collector's scans and cold frees the ceiling does not pay).
+   parallel bounded prefetch of verified bytes, each chunk decoded just before its
+   events are handed out): events/s and MB/s (stored bytes), against the decode
+   ceiling: verify + decode of the same blobs already in memory, one thread (the
+   codec's own speed on this data, no network), and against the same decode keeping
+   the last ``--prefetch`` chunks alive (the collector's scans and cold frees the
+   ceiling does not pay; what the reader paid when it decoded ahead). "before": the
+   reader as it was before issue 16 (each chunk decoded on the pool, ``--prefetch``
+   ahead), rebuilt here from the library's parts. The variants run interleaved,
+   ``--repeat`` rounds; each round's ratio to its own ceiling is printed (the machine
+   is shared: compare within a round), with CPU and the collector's passes per event.
 2. **Substream served vs fallback**: the same range read as a substream from the
    server's stored results (``fallback="auto"``; chunks the companion shed under the
    write burst are handed to it again first, so all are served by the server) and by
@@ -23,17 +28,21 @@ When every substream result is stored:
 
     .venv/bin/python bench/consumer_bench.py [--epochs 60] [--events 8000] [--repeat 3]
                                              [--tail-s 20] [--tail-lag 1.0]
+                                             [--sections full,substream,tail]
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import platform
 import statistics
 import tempfile
 import time
 from collections import Counter, defaultdict, deque
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -41,10 +50,15 @@ from events import generate_events, store_epoch
 from report import emit, figure
 
 from companion.testing import Stack, start_stack
-from consumer_lib import EventsClient
+from consumer_lib import EventsClient, defaults, fullstream
+from consumer_lib.pipeline import prefetch
+from consumer_lib.ranges import EpochRange
+from consumer_lib.store import FetchedChunk
+from consumer_lib.types import Chunk, ChunkFilter, tag_chunk
 from eventstore import sereal
 from eventstore.blob import unpack_blob
 from eventstore.devnode.testing import free_port
+from eventstore.names import ChunkKey
 from relocator.testing import AckedSender, RelocatorProcess, write_config
 from substreams.loader import load_file, plugin_files
 
@@ -83,7 +97,11 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=4)
     parser.add_argument("--prefetch", type=int, default=16)
     parser.add_argument("--json", action="store_true", help="headline figures as JSON, last")
+    parser.add_argument(
+        "--sections", default="full,substream,tail", help="which to run (comma-separated)"
+    )
     args = parser.parse_args()
+    sections = set(args.sections.split(","))
 
     plugins = {p.name: p.read_text() for p in plugin_files(EXAMPLES)}
     names = sorted(s.name for p in plugin_files(EXAMPLES) for s in load_file(p))
@@ -107,98 +125,44 @@ def main() -> None:
                 concurrency=args.concurrency,
                 prefetch=args.prefetch,
             ) as client:
-                # wait for the companion (not timed); chunks it shed under the write burst
-                # are handed to it again, so the served path below is the server's only
-                t0 = time.perf_counter()
-                for _round in range(10):
-                    lacking: dict[int, set[str]] = defaultdict(set)
+                # always: a companion still at work would share the cores with the reads
+                wait_for_companion(stack, client, names, first, args.epochs)
+                read_s = dec_s = 0.0
+                if "full" in sections:
+                    read_s, dec_s = bench_full(
+                        client, blobs, first=first, n_events=n_events, stored=stored, args=args
+                    )
+                if "substream" in sections:
+                    print("\n2. substream served by the server vs by client-side fallback")
+                    print(
+                        f"{'substream':14} {'results':>7} {'served KB':>10} {'fallback KB':>12} "
+                        f"{'bytes x':>8} {'served s':>9} {'fallback s':>10} {'time x':>7}"
+                    )
                     for name in names:
-                        got = list(
-                            client.substream(name, DC, first, first + args.epochs, fallback="off")
+                        rng = (DC, first, first + args.epochs)
+                        srv_s, served = best(
+                            args.repeat, lambda n=name, r=rng: list(client.substream(n, *r))
                         )
-                        stack.wait_results(name, [r.key for r in got], timeout_s=600)
-                        for r in client.substream(
-                            name, DC, first, first + args.epochs, fallback="off"
-                        ):
-                            if r.served != "server":
-                                lacking[r.key.epoch].add(r.key.format())
-                    if not lacking:
-                        break
-                    for epoch, keys in sorted(lacking.items()):
-                        body = {"epoch": epoch, "dc": DC, "keys": sorted(keys)}
-                        stack.companion.request("POST", "/v1/keys", body)
-                    time.sleep(2.0)
-                print(f"companion results stored for {names} in {time.perf_counter() - t0:.1f}s")
-
-                def ceiling() -> int:
-                    return sum(len(unpack_blob(b)) for b in blobs)
-
-                def ceiling_kept() -> int:
-                    # A reader hands decoded chunks on, so up to `prefetch` of them are
-                    # alive at once: the collector scans them and their memory is freed
-                    # cold. The ceiling above frees each chunk at once and pays neither.
-                    window: deque[list[Any]] = deque(maxlen=args.prefetch)
-                    n = 0
-                    for b in blobs:
-                        window.append(unpack_blob(b))
-                        n += len(window[-1])
-                    return n
-
-                def full() -> int:
-                    return sum(1 for _ in client.events(DC, first, first + args.epochs))
-
-                def by_chunk() -> int:
-                    return sum(len(c.events) for c in client.chunks(DC, first, first + args.epochs))
-
-                dec_s, count = best(args.repeat, ceiling)
-                kept_s, _ = best(args.repeat, ceiling_kept)
-                read_s, got = best(args.repeat, full)
-                chunk_s, got_chunks = best(args.repeat, by_chunk)
-                assert got == got_chunks == count == n_events, (got, count, n_events)
-                print("\n1. full stream, 60-epoch range" if args.epochs == 60 else "\n1. full")
-                print(f"{'':28} {'events/s':>12} {'MB/s stored':>12} {'seconds':>9}")
-                for label, secs in (
-                    ("EventsClient.events", read_s),
-                    ("EventsClient.chunks", chunk_s),
-                    ("decode ceiling (1 thread)", dec_s),
-                    (f"decode, {args.prefetch} chunks kept", kept_s),
-                ):
-                    print(
-                        f"{label:28} {n_events / secs:12,.0f} {stored / 1e6 / secs:12.2f} "
-                        f"{secs:9.3f}"
-                    )
-                print(
-                    f"read / ceiling: {dec_s / read_s:.2f}; "
-                    f"read / decode with {args.prefetch} chunks kept: {kept_s / read_s:.2f}"
-                )
-
-                print("\n2. substream served by the server vs by client-side fallback")
-                print(
-                    f"{'substream':14} {'results':>7} {'served KB':>10} {'fallback KB':>12} "
-                    f"{'bytes x':>8} {'served s':>9} {'fallback s':>10} {'time x':>7}"
-                )
-                for name in names:
-                    rng = (DC, first, first + args.epochs)
-                    srv_s, served = best(
-                        args.repeat, lambda n=name, r=rng: list(client.substream(n, *r))
-                    )
-                    fb_s, forced = best(
-                        args.repeat,
-                        lambda n=name, r=rng: list(client.substream(n, *r, fallback="always")),
-                    )
-                    how = Counter(r.served if r.reason is None else r.reason for r in served)
-                    assert [r.result for r in served] == [r.result for r in forced]
-                    srv_b = sum(r.size_bytes for r in served)
-                    fb_b = sum(r.size_bytes for r in forced)
-                    print(
-                        f"{name:14} {len(served):7} {srv_b / 1e3:10.1f} {fb_b / 1e3:12.1f} "
-                        f"{fb_b / srv_b:8.1f} {srv_s:9.3f} {fb_s:10.3f} {fb_s / srv_s:7.1f}"
-                        + ("" if set(how) == {"server"} else f"  (served: {dict(how)})")
-                    )
-                tail_p99 = bench_tail_lag(stack, client, Path(tmp), args.tail_s, args.tail_lag)
+                        fb_s, forced = best(
+                            args.repeat,
+                            lambda n=name, r=rng: list(client.substream(n, *r, fallback="always")),
+                        )
+                        how = Counter(r.served if r.reason is None else r.reason for r in served)
+                        assert [r.result for r in served] == [r.result for r in forced]
+                        srv_b = sum(r.size_bytes for r in served)
+                        fb_b = sum(r.size_bytes for r in forced)
+                        print(
+                            f"{name:14} {len(served):7} {srv_b / 1e3:10.1f} {fb_b / 1e3:12.1f} "
+                            f"{fb_b / srv_b:8.1f} {srv_s:9.3f} {fb_s:10.3f} {fb_s / srv_s:7.1f}"
+                            + ("" if set(how) == {"server"} else f"  (served: {dict(how)})")
+                        )
+                tail_p99 = float("nan")
+                if "tail" in sections:
+                    tail_p99 = bench_tail_lag(stack, client, Path(tmp), args.tail_s, args.tail_lag)
                 if args.json:
-                    emit(
-                        [
+                    figures = []
+                    if "full" in sections:
+                        figures.append(
                             figure(
                                 f"EventsClient.events, {n_events} events",
                                 n_events / read_s,
@@ -206,16 +170,159 @@ def main() -> None:
                                 anchor="decode ceiling, 1 thread, same run",
                                 anchor_value=n_events / dec_s,
                                 target=">= 0.8x",
-                            ),
+                            )
+                        )
+                    if "tail" in sections:
+                        figures.append(
                             figure(
                                 f"tail, epoch end -> delivery (lag_s {args.tail_lag})",
                                 tail_p99,
                                 "s p99",
-                            ),
-                        ]
-                    )
+                            )
+                        )
+                    emit(figures)
         finally:
             stack.stop()
+
+
+def wait_for_companion(
+    stack: Stack, client: EventsClient, names: list[str], first: int, epochs: int
+) -> None:
+    """Wait until the companion stored every result (not timed); chunks it shed under
+    the write burst are handed to it again, so the served path is the server's only."""
+    t0 = time.perf_counter()
+    for _round in range(10):
+        lacking: dict[int, set[str]] = defaultdict(set)
+        for name in names:
+            got = list(client.substream(name, DC, first, first + epochs, fallback="off"))
+            stack.wait_results(name, [r.key for r in got], timeout_s=600)
+            for r in client.substream(name, DC, first, first + epochs, fallback="off"):
+                if r.served != "server":
+                    lacking[r.key.epoch].add(r.key.format())
+        if not lacking:
+            break
+        for epoch, keys in sorted(lacking.items()):
+            body = {"epoch": epoch, "dc": DC, "keys": sorted(keys)}
+            stack.companion.request("POST", "/v1/keys", body)
+        time.sleep(2.0)
+    print(f"companion results stored for {names} in {time.perf_counter() - t0:.1f}s")
+
+
+def counted(run: Callable[[], int]) -> tuple[float, float, int, int]:
+    """Run once: (wall s, process CPU s, the collector's passes, what ``run`` returned)."""
+    passes = [0]
+
+    def on_gc(phase: str, info: dict[str, Any]) -> None:
+        passes[0] += phase == "start"
+
+    gc.callbacks.append(on_gc)
+    try:
+        t0, c0 = time.perf_counter(), time.process_time()
+        out = run()
+        return time.perf_counter() - t0, time.process_time() - c0, passes[0], out
+    finally:
+        gc.callbacks.remove(on_gc)
+
+
+def bench_full(
+    client: EventsClient,
+    blobs: list[bytes],
+    *,
+    first: int,
+    n_events: int,
+    stored: int,
+    args: argparse.Namespace,
+) -> tuple[float, float]:
+    """Section 1; returns the best seconds of EventsClient.events and of the ceiling."""
+    end = first + args.epochs
+
+    def ceiling() -> int:
+        return sum(len(unpack_blob(b)) for b in blobs)
+
+    def ceiling_kept() -> int:
+        # A reader decoding ahead keeps up to `prefetch` decoded chunks alive: the
+        # collector scans them and their memory is freed cold. The ceiling above
+        # frees each chunk at once and pays neither.
+        window: deque[list[Any]] = deque(maxlen=args.prefetch)
+        n = 0
+        for b in blobs:
+            window.append(unpack_blob(b))
+            n += len(window[-1])
+        return n
+
+    def full() -> int:
+        return sum(1 for _ in client.events(DC, first, end))
+
+    def by_chunk() -> int:
+        return sum(len(c.events) for c in client.chunks(DC, first, end))
+
+    pool = ThreadPoolExecutor(args.concurrency)
+
+    def before() -> int:
+        # EventsClient.events before issue 16: fetch, verify and decode on the pool,
+        # `prefetch` chunks ahead, then tag.
+        store = client.store
+        meta = fullstream.epoch_metadata(
+            store, pool, DC, EpochRange(first, end), defaults.METADATA_DEPTH
+        )
+        items = fullstream.marks(DC, meta, ChunkFilter.of(None, None))
+
+        def decoded(item: fullstream.EpochMark | ChunkKey) -> FetchedChunk:
+            assert isinstance(item, ChunkKey)
+            return store.chunk(item)
+
+        n = 0
+        for _key, got in prefetch(
+            items,
+            decoded,
+            pool,
+            args.prefetch,
+            is_marker=lambda i: isinstance(i, fullstream.EpochMark),
+        ):
+            if got is not None:
+                chunk = Chunk(got.key, got.events, got.size_bytes, got.node, got.bad_nodes)
+                n += sum(1 for _ in tag_chunk(chunk))
+        return n
+
+    runs: dict[str, Callable[[], int]] = {
+        "decode ceiling (1 thread)": ceiling,
+        "EventsClient.events": full,
+        "EventsClient.chunks": by_chunk,
+        f"decode, {args.prefetch} chunks kept": ceiling_kept,
+        "events, before (decode ahead)": before,
+    }
+    load = os.getloadavg()
+    rounds: dict[str, list[tuple[float, float, int, int]]] = {name: [] for name in runs}
+    try:
+        for _ in range(args.repeat):  # interleaved: every variant once per round
+            for name, run in runs.items():
+                rounds[name].append(counted(run))
+    finally:
+        pool.shutdown()
+    for name, got in rounds.items():
+        assert all(r[3] == n_events for r in got), (name, [r[3] for r in got], n_events)
+    print(f"\n1. full stream, {args.epochs}-epoch range")
+    print(
+        f"{'':32} {'events/s':>10} {'MB/s':>7} {'seconds':>8} {'CPU us/ev':>9} "
+        f"{'gc passes':>9} {'/ ceiling, each round':>22}"
+    )
+    ceiling_s = [r[0] for r in rounds["decode ceiling (1 thread)"]]
+    for name, got in rounds.items():
+        secs = min(r[0] for r in got)
+        cpu = min(r[1] for r in got)
+        ratios = " ".join(f"{c / r[0]:.2f}" for c, r in zip(ceiling_s, got, strict=True))
+        print(
+            f"{name:32} {n_events / secs:10,.0f} {stored / 1e6 / secs:7.2f} {secs:8.3f} "
+            f"{cpu / n_events * 1e6:9.2f} {min(r[2] for r in got):9} {ratios:>22}"
+        )
+    read_s = min(r[0] for r in rounds["EventsClient.events"])
+    dec_s = min(ceiling_s)
+    before_s = min(r[0] for r in rounds["events, before (decode ahead)"])
+    print(
+        f"best / best: read / ceiling {dec_s / read_s:.2f} (before: {dec_s / before_s:.2f}); "
+        f"load average {load[0]:.2f} at the start, {os.getloadavg()[0]:.2f} at the end"
+    )
+    return read_s, dec_s
 
 
 def bench_tail_lag(

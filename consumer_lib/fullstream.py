@@ -132,7 +132,7 @@ def chunk_stream(
 
 def _blob(store: Store, key: EpochMark | ChunkKey) -> FetchedBlob:
     assert isinstance(key, ChunkKey)
-    return store.chunk_blob(key)
+    return store.chunk_blob(key, open_body=True)
 
 
 def group_epochs(stream: Iterable[EpochMark | Chunk]) -> Iterator[Epoch]:

@@ -14,14 +14,16 @@ from typing import Any, TypeVar
 
 import pytest
 
-import consumer_lib.store
 from consumer_lib import ChunkMissing, EventsClient, fullstream
-from consumer_lib.errors import ChunkTooLarge
+from consumer_lib.errors import ChunkTooLarge, ChunkUnreadable
 from consumer_lib.ranges import EpochRange
 from consumer_lib.types import ChunkFilter
-from eventstore.blob import DecodeLimits, unpack_blob
+from eventstore import sereal
+from eventstore.blob import DecodeLimits, add_postfix
 from eventstore.riak import RiakClient
-from eventstore.testing import Spec, write_epoch
+from eventstore.sereal import compression
+from eventstore.sereal.document import open_document, wrap_body
+from eventstore.testing import Spec, store_chunks, write_epoch
 
 pytestmark = pytest.mark.integration
 
@@ -52,14 +54,15 @@ def thresholds() -> Iterator[tuple[int, int, int]]:
 
 @pytest.fixture
 def decodes(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """The thread of every chunk decode the store makes, in order."""
+    """The thread of every Sereal decode, in order (the store's and the blob module's)."""
     threads: list[int] = []
+    decode = sereal.decode
 
     def counted(*args: Any, **kwargs: Any) -> Any:
         threads.append(threading.get_ident())
-        return unpack_blob(*args, **kwargs)
+        return decode(*args, **kwargs)
 
-    monkeypatch.setattr(consumer_lib.store, "unpack_blob", counted)
+    monkeypatch.setattr(sereal, "decode", counted)
     return threads
 
 
@@ -82,9 +85,9 @@ def test_chunks_are_fetched_ahead_and_decoded_one_at_a_time_on_the_consumer_thre
     fetches: list[str] = []
     real_blob = client.store.chunk_blob
 
-    def fetched(key: Any) -> Any:
+    def fetched(key: Any, **options: Any) -> Any:
         fetches.append(key.format())
-        return real_blob(key)
+        return real_blob(key, **options)
 
     client.store.chunk_blob = fetched  # type: ignore[method-assign]
     stream = fullstream.events(
@@ -168,3 +171,43 @@ def test_the_application_s_own_threshold_is_kept(
     gc.set_threshold(5_000, 20, 30)  # set while the read is open
     assert len(list(stream)) == 4 * 300 - 1
     assert gc.get_threshold() == (5_000, 20, 30)
+
+
+def test_compressed_chunks_are_decompressed_on_the_pool_with_the_same_results(
+    client: EventsClient, riak: RiakClient, dc: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    spec = big_spec(E0)
+    keys = write_epoch([riak], E0, dc, spec)
+    assert client.store.chunk_blob(keys[0], open_body=True).opened is not None  # zstd
+    assert client.store.chunk_blob(keys[0]).opened is None
+    threads: list[int] = []
+    decompress = compression.zstd_decompress
+
+    def counted(*args: Any) -> bytes:
+        threads.append(threading.get_ident())
+        return decompress(*args)
+
+    monkeypatch.setattr(compression, "zstd_decompress", counted)
+    expected = [e for chunk in spec["web", "app"] for e in chunk]
+    assert [t.event for t in client.events(dc, E0, E0 + 1)] == expected
+    assert [c.events for c in client.chunks(dc, E0, E0 + 1)] == spec["web", "app"]
+    assert len(threads) == 8 and threading.get_ident() not in threads  # on the pool
+
+
+def test_a_body_that_does_not_decode_is_the_error_a_single_read_gives(
+    client: EventsClient, riak: RiakClient, dc: str
+) -> None:
+    document = sereal.encode([{"i": i, "http": {"status": 200}} for i in range(300)])
+    body, start, _ = open_document(document)
+    broken = bytearray(body[start:])
+    broken[len(broken) // 2] = 0  # a COPY tag pointing nowhere, mid-body
+    blob = add_postfix(wrap_body(bytes(broken), compress="zstd", compress_threshold=0))
+    (key,) = store_chunks([riak], E0, dc, [("web", "app", blob)])
+    assert client.store.chunk_blob(key, open_body=True).opened is not None
+    with pytest.raises(ChunkUnreadable) as single:
+        client.store.chunk(key)
+    with pytest.raises(ChunkUnreadable) as streamed:
+        list(client.events(dc, E0, E0 + 1))
+    assert "at byte" in str(single.value)  # the offset in the stored body, as before
+    assert str(streamed.value) == str(single.value)
+    assert streamed.value.key == key.format()
