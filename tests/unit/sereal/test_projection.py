@@ -247,24 +247,28 @@ def test_back_references_into_skipped_values(sereal: ModuleType) -> None:
     first written inside a value the projection skips, resolve as in a full decode;
     a value shared between a skipped and a kept place is one object, as decoded."""
     shared = {"deep": [1, 2, {"x": "y"}]}
+    scalar_ref = PerlRef("a referenced scalar")  # its string is tracked (F bit)
     cls_value = PerlObject("Some::Class", {"k": 1})
+    long = "a string long enough to be copied"
     events = [
-        {"skip": {"s": shared, "long": "a string long enough to be copied"}, "o": cls_value},
+        {"skip": {"s": shared, "long": long, "r": scalar_ref}, "o": cls_value},
         {
             "keep": shared,
-            "copy": "a string long enough to be copied",
+            "copy": long,
             "obj": PerlObject("Some::Class", {"k": 2}),
             "ref": shared,
+            "sref": scalar_ref,
         },
     ]
     doc = sereal.encode(events, compress=None)
-    assert b"\xa9" in doc or b"\x29" in doc  # a REFP
-    got = sereal.decode(doc, fields=["keep", "copy", "obj", "ref.deep"])
+    for tag in (tags.REFP, tags.COPY, tags.OBJECTV):
+        assert bytes([tag]) in doc
+    fields = ["keep", "copy", "obj", "ref.deep", "sref"]
+    got = sereal.decode(doc, fields=fields)
     full = sereal.decode(doc)
-    assert same_value(
-        got, project_events(full, compile_fields(["keep", "copy", "obj", "ref.deep"]))
-    )
-    assert got[1]["keep"] == shared and got[1]["copy"] == events[1]["copy"]
+    assert same_value(got, project_events(full, compile_fields(fields)))
+    assert got[1]["keep"] == shared and got[1]["copy"] == long
+    assert got[1]["sref"] == scalar_ref
     assert got[1]["obj"].class_name == "Some::Class" and got[1]["ref"] == {"deep": shared["deep"]}
     assert got[1]["ref"]["deep"] is got[1]["keep"]["deep"]  # one list, as decoded
     assert got[0] == {}
