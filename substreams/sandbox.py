@@ -5,9 +5,10 @@ with each child copy-on-write, neither copied nor decoded again) or as a *loader
 each child calls once before its first run (so the caller neither decodes nor frees
 them, and pays no copy-on-write faults for them: the child decodes, runs, and exits
 without freeing anything). With a loader each run sees the events narrowed to the
-fields its substream declares (``Substream.fields``; the loader builds the union of
-its child's substreams' fields, each run narrows that to its own), as the consumer's
-fallback and ``substream test`` give them. For each child the process forks; the child:
+fields its substream declares (``Substream.fields``): the child calls the loader once
+per distinct set of fields among its substreams (the decoder builds only those), as
+the consumer's fallback and ``substream test`` decode them. For each child the process
+forks; the child:
 
 1. moves into a process group of its own (``setpgid(0, 0)``) and restores default
    signal handlers; closes every inherited descriptor but its result pipe (so it holds
@@ -56,17 +57,26 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import functools
 import os
 import selectors
 import signal
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from eventstore.sereal.projection import Tree, merge, project_events
 from substreams.api import Context, Event, Substream
-from substreams.child import Job, Load, Reported, SandboxViolation, Unencodable, child_main
+from substreams.child import (
+    Job,
+    Load,
+    Loaded,
+    Loader,
+    Reported,
+    SandboxViolation,
+    child_main,
+    substream_target,
+)
 from substreams.errors import PluginLoadError, SubstreamError
 from substreams.plugin_file import import_file
 from substreams.protocol import (
@@ -82,7 +92,7 @@ from substreams.protocol import (
     Kind,
     Limits,
 )
-from substreams.results import Status, error_value, ok_value
+from substreams.results import Status, error_value
 from substreams.syscall_filter import FILTER_REASON, program
 
 __all__ = [
@@ -105,11 +115,6 @@ _SETUP_S = 2.0
 #: Wall-clock limit of a child's loading its events, seconds (a 370 KB chunk takes
 #: ~10 ms; one at the decode limits, 64 MB of body, about a second).
 LOAD_TIMEOUT_S = 10.0
-
-#: A chunk's events decoded in each child: called there with the union of the fields
-#: its substreams declare (None: all), returns the events narrowed to at least those
-#: (``eventstore/sereal/projection.py``); what it raises is every run's error.
-Loader = Callable[[Tree | None], list[Event]]
 
 
 @dataclass
@@ -511,46 +516,6 @@ def _exited(pid: int) -> bool:
     return info is not None
 
 
-class _Loaded:
-    """What a child loaded (set in the child only): the events and the fields they
-    hold (None: all)."""
-
-    def __init__(self) -> None:
-        self.events: list[Event] = []
-        self.tree: Tree | None = None
-
-
-def _substream_target(
-    sub: Substream, events: list[Event] | _Loaded, ctx: Context, *, own_list: bool
-) -> Callable[[], bytes]:
-    def target() -> bytes:
-        if isinstance(events, list):
-            # own_list: when several runs share a child, each gets its own list (a
-            # plugin that sorts, filters in place or appends does not change what the
-            # next one sees). The event dicts themselves are shared: plugins must treat
-            # them as read-only. A shallow copy costs ~20 us per 4k events; no deep copy.
-            mine = list(events) if own_list else events
-        else:
-            # Narrowed to this substream's own fields, as the consumer's fallback and
-            # `substream test` give them (a new list: nothing shared with the others
-            # but the values); the loaded list itself when it holds just those.
-            tree = sub.projection
-            mine = events.events
-            if tree != events.tree:
-                mine = project_events(mine, tree)
-            elif own_list:
-                mine = list(mine)
-        result = sub.function(mine, ctx)
-        try:
-            return ok_value(sub.name, sub.version, result)
-        except MemoryError:
-            raise
-        except Exception as e:
-            raise Unencodable(f"result is not Sereal-encodable: {e}") from None
-
-    return target
-
-
 def run_substreams(
     substreams: Sequence[Substream],
     events: list[Event] | Loader,
@@ -568,9 +533,9 @@ def run_substreams(
         substreams: what to run (the caller has matched them to the chunk).
         events: the chunk's decoded events, shared with the children copy-on-write and
             given to each run as they are (narrowed by the caller, if at all); or a
-            :data:`Loader` that each child calls once with the union of its
-            substreams' fields, each run then seeing the events narrowed to its own
-            substream's fields.
+            :data:`~substreams.child.Loader` that each child calls once per distinct
+            set of fields its substreams declare, each run then seeing the events
+            narrowed to its own substream's fields.
         ctx: the chunk's context.
         cap: platform caps lowering each substream's declared limits.
         max_parallel: children alive at once.
@@ -590,19 +555,11 @@ def run_substreams(
     """
     own_list = isolation == "chunk" and len(substreams) > 1
     load: Load | None = None
-    source: list[Event] | _Loaded
-    if isinstance(events, list):
-        source = events
-    else:
-        loader, loaded = events, _Loaded()
-        source = loaded
-
-        def load(indexes: list[int]) -> None:  # in the child
-            tree = merge(substreams[i].projection for i in indexes)
-            loaded.events, loaded.tree = loader(tree), tree
-
+    source: list[Event] | Loaded = events if isinstance(events, list) else Loaded(events)
+    if isinstance(source, Loaded):
+        load = functools.partial(source.load, substreams)
     jobs = [
-        (s.name, _substream_target(s, source, ctx, own_list=own_list), Limits.of(s, cap))
+        (s.name, substream_target(s, source, ctx, own_list=own_list), Limits.of(s, cap))
         for s in substreams
     ]
     return run_in_child(
