@@ -115,11 +115,13 @@ class Allowance:
         self._start = gc.get_count()[0]
         self._token = threshold.grant(expected)
 
-    def cover_new_objects(self) -> None:
+    def cover_new_objects(self, *, also: int = 0) -> None:
         """Narrow the raise to the containers allocated (net) since this allowance was
-        opened, i.e. those of the chunk just decoded."""
+        opened, i.e. those of the chunk just decoded, plus ``also`` (what the reader
+        allocates at once while handing it out)."""
         if self._token:
-            self._token = self._threshold.adjust(self._token, gc.get_count()[0] - self._start)
+            built = gc.get_count()[0] - self._start
+            self._token = self._threshold.adjust(self._token, built + also if built > 0 else 0)
 
     def close(self) -> None:
         """Release the raise (idempotent)."""

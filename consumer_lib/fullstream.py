@@ -31,21 +31,35 @@ Checksum retries on other nodes happen below, in :mod:`consumer_lib.store`.
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Executor
 from dataclasses import dataclass
+from itertools import repeat
 
 from consumer_lib.collector import Allowance
 from consumer_lib.pipeline import prefetch
 from consumer_lib.ranges import EpochRange
 from consumer_lib.store import FetchedBlob, Store
-from consumer_lib.types import Chunk, ChunkFilter, Epoch, TaggedEvent, tag_chunk
+from consumer_lib.types import Chunk, ChunkFilter, Epoch, TaggedEvent
 from eventstore.names import ChunkKey, ChunkRef
 
 __all__ = ["EpochMark", "chunk_stream", "epoch_metadata", "epoch_reader", "epochs", "events"]
 
 #: An epoch's metadata as read: its entries, or None when it has no metadata.
 Metadata = tuple[ChunkRef, ...] | None
+
+#: Events tagged per step of :func:`events` (allocated at once: the chunk's collector
+#: allowance covers them too).
+TAG_BATCH = 256
+
+# Setting a slotted frozen dataclass's slots through their descriptors, as tag_chunk does.
+_new = object.__new__
+_SET_EPOCH, _SET_DC, _SET_TYPE, _SET_SUBTYPE, _SET_CHUNK, _SET_EVENT = (
+    TaggedEvent.__dict__[name].__set__
+    for name in ("epoch", "dc", "type", "subtype", "chunk", "event")
+)
+_drain: Callable[[Iterable[object]], None] = deque[object](maxlen=0).extend  # runs it in C
 
 
 @dataclass(frozen=True)
@@ -90,12 +104,15 @@ def chunk_stream(
     executor: Executor,
     items: Iterable[EpochMark | ChunkKey],
     prefetch_chunks: int,
+    *,
+    also_covered: int = 0,
 ) -> Iterator[EpochMark | Chunk]:
     """Marks and decoded chunks, in order: up to ``prefetch_chunks`` fetched and verified
     ahead on ``executor``, each decoded here when its turn comes (see the module).
 
-    The collector's allowance for a chunk's objects (:mod:`consumer_lib.collector`) lasts
-    until the next chunk is decoded, or the stream ends or is closed.
+    The collector's allowance for a chunk's objects (:mod:`consumer_lib.collector`), plus
+    ``also_covered`` containers its consumer allocates while handing it out, lasts until
+    the next chunk is decoded, or the stream ends or is closed.
     """
     fetch: Callable[[EpochMark | ChunkKey], FetchedBlob] = lambda key: _blob(store, key)  # noqa: E731
     handed_out: Allowance | None = None  # for the chunk handed out last
@@ -117,7 +134,7 @@ def chunk_stream(
                 fetched.key, fetched.events, fetched.size_bytes, fetched.node, fetched.bad_nodes
             )
             del fetched
-            allowed.cover_new_objects()
+            allowed.cover_new_objects(also=also_covered)
             # The last chunk's allowance ends only now, with nothing allocated before the
             # yield: a consumer's loop variable holds that chunk until this one replaces it.
             if handed_out is not None:
@@ -177,10 +194,38 @@ def chunks(
 ) -> Iterator[Chunk]:
     """Every kept chunk of the range, in order, one at a time (no epoch is assembled)."""
     metadata = epoch_metadata(store, executor, dc, epoch_range, metadata_depth)
-    for item in chunk_stream(store, executor, marks(dc, metadata, keep), prefetch_chunks):
+    return _chunks_only(chunk_stream(store, executor, marks(dc, metadata, keep), prefetch_chunks))
+
+
+def _chunks_only(stream: Iterable[EpochMark | Chunk]) -> Iterator[Chunk]:
+    for item in stream:
         if isinstance(item, Chunk):
             yield item
         del item  # before the stream decodes the next: one decoded chunk alive here
+
+
+def tagged_batches(chunk: Chunk) -> Iterator[list[TaggedEvent]]:
+    """The events of one chunk tagged as :func:`~consumer_lib.types.tag_chunk` tags them,
+    in lists of up to :data:`TAG_BATCH`: built by C loops (``map``) a slot at a time
+    instead of a Python loop per event (about a fifth cheaper; the flat view pays it
+    once per event)."""
+    k = chunk.key
+    fixed = (
+        (_SET_EPOCH, k.epoch),
+        (_SET_DC, k.dc),
+        (_SET_TYPE, k.type),
+        (_SET_SUBTYPE, k.subtype),
+        (_SET_CHUNK, k.chunk),
+    )
+    events = chunk.events
+    for start in range(0, len(events), TAG_BATCH):
+        part = events[start : start + TAG_BATCH]
+        n = len(part)
+        batch: list[TaggedEvent] = list(map(_new, repeat(TaggedEvent, n)))
+        for setter, value in fixed:
+            _drain(map(setter, batch, repeat(value, n)))
+        _drain(map(_SET_EVENT, batch, part))
+        yield batch
 
 
 def events(
@@ -194,18 +239,17 @@ def events(
     metadata_depth: int,
 ) -> Iterator[TaggedEvent]:
     """Every event of the range, in order, tagged with epoch/dc/type/subtype/chunk."""
-    stream = chunks(
-        store,
-        executor,
-        dc,
-        epoch_range,
-        keep,
-        prefetch_chunks=prefetch_chunks,
-        metadata_depth=metadata_depth,
+    metadata = epoch_metadata(store, executor, dc, epoch_range, metadata_depth)
+    items = marks(dc, metadata, keep)
+    stream = _chunks_only(
+        chunk_stream(store, executor, items, prefetch_chunks, also_covered=TAG_BATCH + 1)
     )
     for chunk in stream:
-        yield from tag_chunk(chunk)
-        del chunk  # before the stream decodes the next: one decoded chunk alive at a time
+        batches = tagged_batches(chunk)
+        del chunk  # the batches hold it until the last: then one decoded chunk alive
+        for batch in batches:
+            yield from batch
+            del batch
 
 
 def epoch_reader(

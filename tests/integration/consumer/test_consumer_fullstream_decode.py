@@ -17,7 +17,7 @@ import pytest
 from consumer_lib import ChunkMissing, EventsClient, fullstream
 from consumer_lib.errors import ChunkTooLarge, ChunkUnreadable
 from consumer_lib.ranges import EpochRange
-from consumer_lib.types import ChunkFilter
+from consumer_lib.types import ChunkFilter, TaggedEvent, tag_chunk
 from eventstore import sereal
 from eventstore.blob import DecodeLimits, add_postfix
 from eventstore.riak import RiakClient
@@ -189,8 +189,12 @@ def test_compressed_chunks_are_decompressed_on_the_pool_with_the_same_results(
 
     monkeypatch.setattr(compression, "zstd_decompress", counted)
     expected = [e for chunk in spec["web", "app"] for e in chunk]
-    assert [t.event for t in client.events(dc, E0, E0 + 1)] == expected
-    assert [c.events for c in client.chunks(dc, E0, E0 + 1)] == spec["web", "app"]
+    tagged = list(client.events(dc, E0, E0 + 1))  # 300 a chunk: tagged in two batches
+    assert [t.event for t in tagged] == expected
+    chunks = list(client.chunks(dc, E0, E0 + 1))
+    assert [c.events for c in chunks] == spec["web", "app"]
+    assert tagged == [t for c in chunks for t in tag_chunk(c)]  # what tag_chunk builds
+    assert all(type(t) is TaggedEvent for t in tagged)
     assert len(threads) == 8 and threading.get_ident() not in threads  # on the pool
 
 
@@ -211,3 +215,24 @@ def test_a_body_that_does_not_decode_is_the_error_a_single_read_gives(
     assert "at byte" in str(single.value)  # the offset in the stored body, as before
     assert str(streamed.value) == str(single.value)
     assert streamed.value.key == key.format()
+
+
+def test_handing_out_chunks_starts_no_young_collection_over_them(
+    client: EventsClient, riak: RiakClient, dc: str
+) -> None:
+    write_epoch([riak], E0, dc, big_spec(E0, chunks=8, per_chunk=1_000))
+    passes: list[int] = []
+
+    def count(phase: str, info: dict[str, Any]) -> None:
+        if phase == "start":
+            passes.append(info["generation"])
+
+    gc.collect()
+    gc.callbacks.append(count)
+    try:
+        read = sum(1 for _ in client.events(dc, E0, E0 + 1))
+    finally:
+        gc.callbacks.remove(count)
+    assert read == 8 * 1_000
+    # each chunk is ~3,000 containers: uncovered, each would start at least one
+    assert len(passes) < 4, passes

@@ -99,3 +99,18 @@ def test_a_covered_chunk_starts_no_young_collection_and_is_covered_exactly() -> 
     # the chunk's containers (net, since the allowance opened), not the 1,000,000 expected
     assert 20_000 <= raised < 20_000 + 200
     assert len(before) + len(chunk) + len(handed_out) + len(more) == 20_700
+
+
+def test_what_the_reader_allocates_while_handing_out_is_covered_too() -> None:
+    threshold = Threshold()
+    allowed = Allowance(1_000_000, threshold)
+    gc.disable()
+    chunk = [{"i": i} for i in range(5_000)]
+    gc.enable()
+    allowed.cover_new_objects(also=257)  # a batch of tagged events and its list
+    assert 5_000 + 100 < threshold.raised < 5_257 + 200  # net of what was freed meanwhile
+    allowed.close()
+    nothing = Allowance(1_000_000, threshold)
+    nothing.cover_new_objects(also=257)  # nothing decoded: nothing to hand out either
+    assert threshold.raised == 0 and len(chunk) == 5_000
+    nothing.close()
