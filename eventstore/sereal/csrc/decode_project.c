@@ -383,6 +383,7 @@ typedef struct {
         Py_ssize_t target; /* -1: empty */
         PyObject *tree;    /* borrowed: the trees outlive the walk */
         PyObject *sub;     /* borrowed from tree; NULL: the key is not in it */
+        PyObject *key;     /* the key (owned), when kept */
     } keys[512];
 } Proj;
 
@@ -437,13 +438,11 @@ project_key(Proj *pr, Py_ssize_t *pos, PyObject *tree, PyObject **sub)
         if (target >= d->start && target < p && pr->keys[slot].target == target &&
             pr->keys[slot].tree == tree) {
             /* Seen under this tree: a string read earlier, checked then. */
-            if ((found = pr->keys[slot].sub) == NULL) {
-                *pos = q;
+            *pos = q;
+            if ((found = pr->keys[slot].sub) == NULL)
                 return NULL;
-            }
-            if ((key = srl_dec_copy_string(d, p, pos, 1, &key_pos)) != NULL)
-                *sub = found;
-            return key;
+            *sub = found;
+            return Py_NewRef(pr->keys[slot].key);
         }
         if ((key = srl_dec_copy_string(d, p, pos, 1, &key_pos)) == NULL)
             return NULL;
@@ -452,6 +451,7 @@ project_key(Proj *pr, Py_ssize_t *pos, PyObject *tree, PyObject **sub)
             pr->keys[slot].target = key_pos;
             pr->keys[slot].tree = tree;
             pr->keys[slot].sub = found;
+            Py_XSETREF(pr->keys[slot].key, found == NULL ? NULL : Py_NewRef(key));
         }
     } else {
         if (literal_key_not_kept(d, pos, tree))
@@ -624,8 +624,10 @@ srl_dec_projected(Dec *d, Py_ssize_t *pos, PyObject *tree)
             if (pr == NULL)
                 return PyErr_NoMemory();
             pr->d = d;
-            for (int i = 0; i < 512; i++)
+            for (int i = 0; i < 512; i++) {
                 pr->keys[i].target = -1;
+                pr->keys[i].key = NULL;
+            }
             if (t >= SRL_ARRAYREF_LOW) {
                 *pos = p + 1;
                 v = project_events(pr, p, pos, t & 0x0f, tree);
@@ -633,6 +635,8 @@ srl_dec_projected(Dec *d, Py_ssize_t *pos, PyObject *tree)
                 srl_mark_tag(d, q);
                 v = project_counted_array(pr, q, pos, tree);
             }
+            for (int i = 0; i < 512; i++)
+                Py_XDECREF(pr->keys[i].key);
             PyMem_Free(pr);
             d->depth--;
             return v;
