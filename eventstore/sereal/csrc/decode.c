@@ -69,10 +69,36 @@ make_string(const Dec *d, const uint8_t *s, Py_ssize_t n, int utf8_tag, int is_k
     return srl_str_from_utf8(s, n);
 }
 
-/* Decode the string whose tag byte is at *pos (already known to be a string tag);
- * advance past it. */
+/* A str of one to three bytes, shared within this decode when they are ASCII
+ * ("GET", "web", "nl", "ok"): encoders spell such strings out every time (a COPY is
+ * no shorter), so an event holds several. Otherwise as make_string. */
 static PyObject *
-read_string(Dec *d, Py_ssize_t *pos, uint8_t tag, int is_key)
+short_string(Dec *d, const uint8_t *s, Py_ssize_t n, int utf8_tag, int is_key)
+{
+    uint32_t key = (uint32_t)n | (uint32_t)s[0] << 8;
+    if (n > 1)
+        key |= (uint32_t)s[1] << 16;
+    if (n > 2)
+        key |= (uint32_t)s[2] << 24;
+    if (key & 0x80808000u)
+        return make_string(d, s, n, utf8_tag, is_key);
+    size_t slot = (size_t)((key * 0x9E3779B1u) >> (32 - SRL_DEC_SHORTS_BITS));
+    if (d->shorts[slot].key == key)
+        return Py_NewRef(d->shorts[slot].value);
+    PyObject *v = PyUnicode_New(n, 127);
+    if (v == NULL)
+        return NULL;
+    memcpy(PyUnicode_1BYTE_DATA(v), s, (size_t)n);
+    Py_XSETREF(d->shorts[slot].value, Py_NewRef(v));
+    d->shorts[slot].key = key;
+    return v;
+}
+
+/* Decode the string whose tag byte is at *pos (already known to be a string tag);
+ * advance past it. share: short ASCII strings may be shared (short_string); a COPY
+ * target is not, so a literal and its copies stay distinct objects, as before. */
+static PyObject *
+read_string_as(Dec *d, Py_ssize_t *pos, uint8_t tag, int is_key, int share)
 {
     Py_ssize_t p = *pos + 1;
     Py_ssize_t n;
@@ -90,10 +116,20 @@ read_string(Dec *d, Py_ssize_t *pos, uint8_t tag, int is_key)
     }
     if (n > d->end - p)
         return srl_raise(srl_state.TruncatedInput, d->end, "string runs past the end of the input");
-    PyObject *v = make_string(d, d->data + p, n, tag == SRL_STR_UTF8, is_key);
+    /* Bytes mode makes values of BINARY strings bytes: those are not shared. */
+    PyObject *v =
+        share && n >= 1 && n <= 3 && (is_key || tag == SRL_STR_UTF8 || d->binary != SRL_BINARY_BYTES)
+            ? short_string(d, d->data + p, n, tag == SRL_STR_UTF8, is_key)
+            : make_string(d, d->data + p, n, tag == SRL_STR_UTF8, is_key);
     if (v != NULL)
         *pos = p + n;
     return v;
+}
+
+static inline PyObject *
+read_string(Dec *d, Py_ssize_t *pos, uint8_t tag, int is_key)
+{
+    return read_string_as(d, pos, tag, is_key, 1);
 }
 
 /* The string a COPY / OBJECTV points at (tag at tagpos is a string tag), decoded
@@ -108,7 +144,7 @@ srl_dec_string_at(Dec *d, Py_ssize_t tagpos, int is_key)
         return (PyObject *)hit;
     }
     Py_ssize_t p = tagpos;
-    PyObject *v = read_string(d, &p, d->data[tagpos] & 0x7f, is_key);
+    PyObject *v = read_string_as(d, &p, d->data[tagpos] & 0x7f, is_key, 0);
     if (v == NULL)
         return NULL;
     if (srl_offtable_put(&d->strings, key, (intptr_t)v) < 0) {
@@ -132,7 +168,7 @@ copy_string_borrowed(Dec *d, Py_ssize_t tagpos, Py_ssize_t *pos, int is_key,
         /* A cached target was validated when it was first decoded: the hot path
          * touches neither the bitmap nor the target's bytes (cache misses). */
         Py_ssize_t key = srl_string_cache_key(d, target, is_key);
-        size_t slot = (size_t)(key ^ (key >> 8)) & 255;
+        size_t slot = srl_dec_recent_slot(key);
         PyObject *v;
         intptr_t hit;
         if (d->recent[slot].key == key) {
@@ -433,7 +469,7 @@ srl_dec_container(Dec *d, Py_ssize_t tagpos, Py_ssize_t *pos, const SrlTrack *al
 PyObject *
 srl_dec_item(Dec *d, Py_ssize_t *pos)
 {
-    return srl_dec_item_tracked(d, pos, NULL);
+    return dec_member(d, pos);
 }
 
 /* Decode one item at *pos (after any PAD), registering its value under its own
@@ -595,7 +631,7 @@ srl_decode_body_limited(const uint8_t *data, Py_ssize_t len, Py_ssize_t pos, Py_
     d.max_depth = max_depth;
     srl_offtable_init(&d.tracked, 1);
     srl_offtable_init(&d.strings, 1);
-    for (int i = 0; i < 256; i++)
+    for (int i = 0; i < SRL_DEC_RECENT; i++)
         d.recent[i].key = -1;
     srl_offtable_init(&d.class_names, 1);
     srl_offtable_init(&d.blessed, 1);
@@ -618,6 +654,8 @@ srl_decode_body_limited(const uint8_t *data, Py_ssize_t len, Py_ssize_t pos, Py_
     if (gc_was_enabled)
         PyGC_Enable();
 
+    for (int i = 0; i < (1 << SRL_DEC_SHORTS_BITS); i++)
+        Py_XDECREF(d.shorts[i].value);
     srl_offtable_free(&d.tracked);
     srl_offtable_free(&d.strings);
     srl_offtable_free(&d.class_names);

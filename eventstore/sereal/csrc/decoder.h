@@ -6,6 +6,17 @@
 #include "offtable.h"
 #include "varint.h"
 
+/* Slots of Dec.recent: 256 missed one COPY in six on the benchmark blob (hundreds of
+ * distinct value targets), 1024 one in fifty. */
+#define SRL_DEC_RECENT 1024
+#define SRL_DEC_SHORTS_BITS 8
+
+static inline size_t
+srl_dec_recent_slot(Py_ssize_t key)
+{
+    return (size_t)(((uint64_t)key * 0x9E3779B97F4A7C15ULL) >> 54);
+}
+
 typedef struct {
     const uint8_t *data;
     Py_ssize_t start; /* first byte of the body: back-references may not go below */
@@ -21,9 +32,13 @@ typedef struct {
     uint8_t *tag_starts;       /* bitmap, one bit per body byte: a tag was read there */
     SrlOffTable tracked;       /* tag position -> value of an F-bit item */
     SrlOffTable strings;       /* 2 * position + key_kind -> decoded COPY target string */
-    /* Direct-mapped front of `strings` (borrowed pointers): the few dozen hash-key
-     * targets every event COPYs stay in L1 here. key -1: empty. */
-    struct { Py_ssize_t key; PyObject *value; } recent[256];
+    /* Direct-mapped front of `strings` (borrowed pointers): the hash-key targets
+     * every event COPYs and the deduplicated values (hosts, URLs, agents) stay in
+     * cache here. key -1: empty. */
+    struct { Py_ssize_t key; PyObject *value; } recent[SRL_DEC_RECENT];
+    /* Strings of 1-3 ASCII bytes decoded so far, by their bytes (owned references;
+     * key: the length, then the bytes; 0: empty). See decode.c, short_string. */
+    struct { uint32_t key; PyObject *value; } shorts[1 << SRL_DEC_SHORTS_BITS];
     SrlOffTable class_names;   /* string position -> class name read there (OBJECTV) */
     SrlOffTable blessed;       /* referent position -> the object its blessing produced */
 } Dec;
