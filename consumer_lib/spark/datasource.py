@@ -20,7 +20,12 @@ from __future__ import annotations
 from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader
 from pyspark.sql.types import StructType
 
-from consumer_lib.spark.source import RiakEventsReader, SourceOptions, source_schema
+from consumer_lib.spark.source import (
+    FULL_STREAM_EPOCHS_PER_PARTITION,
+    RiakEventsReader,
+    SourceOptions,
+    source_schema,
+)
 from consumer_lib.spark.stream import RiakEventsStreamReader
 from consumer_lib.spark.substream_source import (
     SUBSTREAM_SCHEMA,
@@ -54,7 +59,9 @@ class RiakEventsDataSource(DataSource):
         """
         if self.options.get("substream"):
             return SubstreamSourceReader(SubstreamOptions.parse(self.options))
-        return RiakEventsReader(SourceOptions.parse(self.options))
+        return RiakEventsReader(
+            SourceOptions.parse(self.options, epochs_per_partition=FULL_STREAM_EPOCHS_PER_PARTITION)
+        )
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:  # noqa: N802
         """The streaming reader (:mod:`consumer_lib.spark.stream`).

@@ -19,21 +19,23 @@ text (``decode_json_packed``).
 
 The range ``[start, end)`` (epochs, unix seconds; ``end`` exclusive) is cut into Spark
 partitions of consecutive epochs, as even as epochs allow: as few as keep each within
-``epochs_per_partition`` epochs (fat partitions: every Spark task costs tens of
-milliseconds), rounded up to a multiple of ``parallelism`` (so that no core idles while
+``epochs_per_partition`` epochs (default 300: fat partitions, as every Spark task costs
+~30 ms of CPU), rounded up to a multiple of ``parallelism`` (so that no core idles while
 another reads a last partition; :func:`consumer_lib.spark.load_events` passes the
 session's default parallelism). Each is read on an executor: the metadata of all its
-epochs and dcs (one ``multi_get``), then each epoch-dc's chunks (``multi_get``), each
-checked against its checksum postfix. Filters are options only (``types``): no
-``pushFilters``, which returns wrong results in pyspark 4.3.0 when a DataFrame is
-queried again (issue 8).
+epochs and dcs (one ``multi_get``), then its chunks, fetched and checked against their
+checksum postfix on a few threads up to 32 chunks ahead of the one being transcoded
+(the transcoder holds the GIL; the fetches wait on Riak meanwhile). The chunks' rows are
+joined into Arrow batches of ``batch_rows``: one Arrow call per column and batch, not
+per chunk. Filters are options only (``types``): no ``pushFilters``, which returns wrong
+results in pyspark 4.3.0 when a DataFrame is queried again (issue 8).
 
 Options: ``nodes`` (comma-separated Riak HTTP URLs, required), ``dc`` (comma-separated,
 required), ``start`` / ``end`` (the range ``[start, end)``, required: epochs, ISO-8601
 datetimes, UTC when they name no zone, or ``now`` / ``now-5m`` taken against the clock
 when Spark plans the read; an ``end`` inside an epoch includes that epoch), ``types``
 (comma-separated ``type`` or ``type:subtype``; default all), ``epochs_per_partition``
-(most epochs per Spark partition, default 60), ``parallelism`` (default 1), ``event``
+(most epochs per Spark partition, default 300), ``parallelism`` (default 1), ``event``
 (``variant``, the default, or ``json``), ``batch_rows`` (least rows per Arrow batch,
 chunks joined; default 10,000), ``binary`` (``utf8`` / ``latin1`` / ``bytes``, see
 eventstore/sereal/DESIGN.md "JSON transcoding"), ``timeout_s`` (default 30).
@@ -44,23 +46,29 @@ from __future__ import annotations
 import itertools
 import re
 from collections.abc import Iterator, Mapping, Sequence
+from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql.datasource import DataSourceReader, InputPartition
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import LongType, StringType, StructField, StructType, VariantType
 
 from consumer_lib.errors import SparkSourceError
+from consumer_lib.pipeline import prefetch
 from consumer_lib.ranges import epoch_of
 from eventstore import sereal
 from eventstore.blob import verify_postfix
 from eventstore.names import ChunkKey, ChunkRef, MetadataKey, Namespaces, parse_metadata
 from eventstore.riak import RiakClient
+from eventstore.riak.errors import NotFound
 
 __all__ = [
     "DEFAULT_EPOCHS_PER_PARTITION",
+    "FULL_STREAM_EPOCHS_PER_PARTITION",
     "JSON_SCHEMA",
     "SCHEMA",
     "EpochSlice",
@@ -70,10 +78,20 @@ __all__ = [
     "source_schema",
 ]
 
+#: most epochs per Spark partition of the substream source and of the streaming source's
+#: micro-batches
 DEFAULT_EPOCHS_PER_PARTITION = 60
+#: most epochs per Spark partition of the batch full-stream source, which cuts its range
+#: by ``parallelism``: every Spark task costs ~30 ms of CPU (JVM and Python worker,
+#: bench/README.md "spark_bench.py"), 2% of a 300-epoch partition of 1,000 events each
+FULL_STREAM_EPOCHS_PER_PARTITION = 300
 DEFAULT_TIMEOUT_S = 30.0
 #: rows per Arrow batch handed to Spark (chunks joined; Spark's own Arrow default)
 DEFAULT_BATCH_ROWS = 10_000
+#: threads fetching and verifying chunks in a task, and chunks fetched ahead of the one
+#: being transcoded (at most ~500 KB each as relocators cut them)
+FETCH_THREADS = 4
+PREFETCH_CHUNKS = 32
 
 _KEY_FIELDS = [
     StructField("epoch", LongType(), nullable=False),
@@ -120,8 +138,17 @@ class SourceOptions:
     batch_rows: int = DEFAULT_BATCH_ROWS
 
     @classmethod
-    def parse(cls, options: Mapping[str, str]) -> SourceOptions:
-        """Raises: SparkSourceError naming the option."""
+    def parse(
+        cls,
+        options: Mapping[str, str],
+        *,
+        epochs_per_partition: int = DEFAULT_EPOCHS_PER_PARTITION,
+    ) -> SourceOptions:
+        """The options; ``epochs_per_partition`` is the default of that option.
+
+        Raises:
+            SparkSourceError: naming the option.
+        """
 
         def required(name: str) -> str:
             value = options.get(name)
@@ -159,7 +186,9 @@ class SourceOptions:
                 kind, sep, subtype = entry.partition(":")
                 ChunkRef(kind, subtype if sep else "", 0)  # validates the names
                 types.append((kind, subtype if sep else None))
-        per = integer("epochs_per_partition", str(options.get("epochs_per_partition", "60")))
+        per = integer(
+            "epochs_per_partition", str(options.get("epochs_per_partition", epochs_per_partition))
+        )
         if per < 1:
             raise SparkSourceError("option 'epochs_per_partition' must be at least 1")
         parallelism = integer("parallelism", str(options.get("parallelism", "1")))
@@ -223,27 +252,14 @@ class RiakEventsReader(DataSourceReader):
         assert isinstance(partition, EpochSlice)
         schema = to_arrow_schema(_EVENT_FORMATS[self.options.event], timezone="UTC")
         client = RiakClient(list(self.options.nodes), timeout_s=self.options.timeout_s)
+        executor = ThreadPoolExecutor(FETCH_THREADS, thread_name_prefix="riak-events-fetch")
         try:
-            batches = read_slice(client, self.options, partition.start, partition.stop, schema)
-            yield from coalesce(batches, self.options.batch_rows)
+            yield from read_slice(
+                client, self.options, partition.start, partition.stop, schema, executor=executor
+            )
         finally:
+            executor.shutdown(wait=True, cancel_futures=True)
             client.close()
-
-
-def coalesce(batches: Iterator[pa.RecordBatch], min_rows: int) -> Iterator[pa.RecordBatch]:
-    """The batches, consecutive ones joined until each has at least ``min_rows`` rows
-    (the last may have fewer): every Arrow batch costs Spark a fixed overhead, and a
-    chunk holds a few hundred events only."""
-    pending: list[pa.RecordBatch] = []
-    rows = 0
-    for batch in batches:
-        pending.append(batch)
-        rows += batch.num_rows
-        if rows >= min_rows:
-            yield pending[0] if len(pending) == 1 else pa.concat_batches(pending)
-            pending, rows = [], 0
-    if pending:
-        yield pending[0] if len(pending) == 1 else pa.concat_batches(pending)
 
 
 def epoch_slices(start: int, end: int, most: int, parallelism: int) -> list[tuple[int, int]]:
@@ -266,16 +282,41 @@ def read_slice(  # noqa: PLR0917
     stop: int,
     schema: pa.Schema,
     namespaces: Namespaces | None = None,
+    *,
+    executor: Executor,
 ) -> Iterator[pa.RecordBatch]:
-    """One Arrow batch per chunk of epochs ``[start, stop)``, epoch by epoch, dc by dc,
-    chunks in metadata order. The metadata of the whole slice is fetched at once (in
-    parallel), then each epoch-dc's chunks.
+    """The rows of epochs ``[start, stop)``, epoch by epoch, dc by dc, chunks in
+    metadata order, in Arrow batches of at least ``options.batch_rows`` rows (chunks
+    joined; the last may have fewer). The metadata of the whole slice is fetched at once
+    (in parallel); then the chunks are fetched and verified on ``executor``, up to
+    :data:`PREFETCH_CHUNKS` ahead of the one being transcoded, so that the transcoding
+    (which holds the GIL) overlaps the waits on Riak.
 
     Raises:
         SparkSourceError: a chunk the metadata names is missing.
         eventstore errors: unreadable metadata, checksum or Sereal errors, Riak errors.
     """
     ns = namespaces or Namespaces()
+    builder = BatchBuilder(schema, options.event)
+    for key, document in prefetch(
+        slice_chunks(client, options, start, stop, ns),
+        partial(_fetch_chunk, client, ns),
+        executor,
+        PREFETCH_CHUNKS,
+    ):
+        assert document is not None  # every item has work: no markers
+        builder.add(key, document, options.binary)
+        if builder.rows >= options.batch_rows:
+            yield builder.flush()
+    if builder.rows:
+        yield builder.flush()
+
+
+def slice_chunks(
+    client: RiakClient, options: SourceOptions, start: int, stop: int, ns: Namespaces
+) -> Iterator[ChunkKey]:
+    """The keys of the chunks to read in epochs ``[start, stop)``, in row order, from
+    the slice's metadata (one ``multi_get``)."""
     meta_keys = [MetadataKey(e, dc) for e in range(start, stop) for dc in options.dcs]
     metas = client.multi_get(
         ns.epochs_bucket_type, ns.epochs_bucket, [k.format() for k in meta_keys]
@@ -284,59 +325,99 @@ def read_slice(  # noqa: PLR0917
         meta = metas.get(meta_key.format())
         if meta is None:
             continue  # nothing stored for this epoch and dc
-        refs = parse_metadata(meta.value, key=meta_key.format())
-        keys = [meta_key.chunk_key(r) for r in refs if options.wants(r)]
-        if not keys:
-            continue
-        blobs = client.multi_get(
-            ns.events_bucket_type, ns.events_bucket, [k.format() for k in keys]
-        )
-        for key in keys:
-            blob = blobs.get(key.format())
-            if blob is None:
-                raise SparkSourceError(f"chunk {key} named by metadata {meta_key} is missing")
-            yield chunk_batch(key, blob.value, schema, options.binary, options.event)
+        for ref in parse_metadata(meta.value, key=meta_key.format()):
+            if options.wants(ref):
+                yield meta_key.chunk_key(ref)
 
 
-def chunk_batch(
-    key: ChunkKey, blob: bytes, schema: pa.Schema, binary: str, event: str = "variant"
-) -> pa.RecordBatch:
-    """The rows of one stored chunk: its events as Variant (``event="variant"``) or
-    JSON text (``"json"``), without Python objects."""
-    document = verify_postfix(blob, key.format())
-    events: pa.Array
-    if event == "variant":
-        values, value_offsets, metadata, metadata_offsets = sereal.decode_variant_packed(
-            document, binary=binary
-        )
-        n = len(value_offsets) // 4 - 1
-        # Two binary columns as the codec packed them (int32 offsets, no copy), in the
-        # struct pyspark maps to VARIANT (its fields carry the schema's annotations).
-        events = pa.StructArray.from_arrays(
-            [
+def _fetch_chunk(client: RiakClient, ns: Namespaces, key: ChunkKey) -> memoryview:
+    """The verified Sereal document of a chunk (runs on the fetch threads).
+
+    Raises:
+        SparkSourceError: the chunk is missing.
+    """
+    name = key.format()
+    try:
+        blob = client.get(ns.events_bucket_type, ns.events_bucket, name)
+    except NotFound:
+        meta_key = MetadataKey(key.epoch, key.dc)
+        raise SparkSourceError(f"chunk {key} named by metadata {meta_key} is missing") from None
+    return verify_postfix(blob.value, name)
+
+
+class BatchBuilder:
+    """Chunks' rows joined into one Arrow batch without Python objects per event: the
+    events as the codec packs them (Variant or JSON text), the key columns as runs (one
+    per chunk) decoded once per batch."""
+
+    def __init__(self, schema: pa.Schema, event: str = "variant") -> None:
+        self.schema = schema
+        self.event = event
+        self.rows = 0
+        self._run_ends: list[int] = []
+        self._keys: list[ChunkKey] = []
+        self._events: list[list[pa.Array]] = []  # per chunk: its event column(s)
+
+    def add(self, key: ChunkKey, document: memoryview, binary: str) -> None:
+        """Append the events of one chunk's verified Sereal ``document``."""
+        if self.event == "variant":
+            values, value_offsets, metadata, metadata_offsets = sereal.decode_variant_packed(
+                document, binary=binary
+            )
+            n = len(value_offsets) // 4 - 1
+            # Two binary columns as the codec packed them (int32 offsets, no copy).
+            arrays = [
                 pa.Array.from_buffers(
                     pa.binary(), n, [None, pa.py_buffer(value_offsets), pa.py_buffer(values)]
                 ),
                 pa.Array.from_buffers(
                     pa.binary(), n, [None, pa.py_buffer(metadata_offsets), pa.py_buffer(metadata)]
                 ),
-            ],
-            fields=list(schema.field(5).type),
-        )
-    else:
-        text, offsets = sereal.decode_json_packed(document, binary=binary)
-        n = len(offsets) // 8 - 1
-        # The packed texts are an Arrow large_string column as they are (no copy);
-        # Spark wants string (32-bit offsets): a cast of the offsets only (a chunk is
-        # far below 2 GiB).
-        json = pa.LargeStringArray.from_buffers(n, pa.py_buffer(offsets), pa.py_buffer(text))
-        events = json.cast(pa.string())
-    columns: list[Any] = [
-        pa.repeat(pa.scalar(key.epoch, pa.int64()), n),
-        pa.repeat(pa.scalar(key.dc, pa.string()), n),
-        pa.repeat(pa.scalar(key.type, pa.string()), n),
-        pa.repeat(pa.scalar(key.subtype, pa.string()), n),
-        pa.repeat(pa.scalar(key.chunk, pa.int64()), n),
-        events,
-    ]
-    return pa.RecordBatch.from_arrays(columns, schema=schema)
+            ]
+        else:
+            text, offsets = sereal.decode_json_packed(document, binary=binary)
+            n = len(offsets) // 8 - 1
+            # The packed texts are an Arrow large_string column as they are (no copy).
+            arrays = [
+                pa.LargeStringArray.from_buffers(n, pa.py_buffer(offsets), pa.py_buffer(text))
+            ]
+        if n == 0:
+            return
+        self.rows += n
+        self._run_ends.append(self.rows)
+        self._keys.append(key)
+        self._events.append(arrays)
+
+    def flush(self) -> pa.RecordBatch:
+        """The batch of every chunk added since the last flush (at least one row)."""
+        keys, run_ends = self._keys, pa.array(self._run_ends, pa.int32())
+
+        def runs(values: list[Any], type_: pa.DataType) -> pa.Array:
+            return pc.run_end_decode(
+                pa.RunEndEncodedArray.from_arrays(run_ends, pa.array(values, type_))
+            )
+
+        def joined(i: int) -> pa.Array:
+            parts = [arrays[i] for arrays in self._events]
+            return parts[0] if len(parts) == 1 else pa.concat_arrays(parts)
+
+        events: pa.Array
+        if self.event == "variant":
+            # The struct pyspark maps to VARIANT (its fields carry the schema's annotations).
+            events = pa.StructArray.from_arrays(
+                [joined(0), joined(1)], fields=list(self.schema.field(5).type)
+            )
+        else:
+            # Spark wants string (32-bit offsets): a cast of the offsets only (a batch of
+            # chunks is far below 2 GiB).
+            events = joined(0).cast(pa.string())
+        columns = [
+            runs([k.epoch for k in keys], pa.int64()),
+            runs([k.dc for k in keys], pa.string()),
+            runs([k.type for k in keys], pa.string()),
+            runs([k.subtype for k in keys], pa.string()),
+            runs([k.chunk for k in keys], pa.int64()),
+            events,
+        ]
+        self.rows, self._run_ends, self._keys, self._events = 0, [], [], []
+        return pa.RecordBatch.from_arrays(columns, schema=self.schema)

@@ -199,17 +199,87 @@ def test_partitions_even_and_a_multiple_of_parallelism() -> None:
     assert epoch_slices(5, 5, 60, 2) == []
 
 
-def test_coalesce_joins_small_batches_in_order() -> None:
+def test_partition_defaults_full_stream_fat_substream_and_stream_unchanged() -> None:
+    """The batch full-stream source cuts 300 epochs into one partition per core by
+    default (every Spark task costs ~30 ms of CPU); the option still caps it; the
+    substream and streaming sources keep 60-epoch slices."""
+    from consumer_lib.spark.datasource import RiakEventsDataSource
+    from consumer_lib.spark.source import DEFAULT_EPOCHS_PER_PARTITION, EpochSlice
+    from consumer_lib.spark.substream_source import SubstreamOptions
+
+    base = {"nodes": "http://x:1", "dc": "a", "start": "0", "end": "300", "parallelism": "2"}
+
+    def slices(options: dict[str, str]) -> list[tuple[int, int]]:
+        reader = RiakEventsDataSource(options).reader(RiakEventsDataSource(options).schema())
+        parts = reader.partitions()
+        assert all(isinstance(p, EpochSlice) for p in parts)
+        return [(p.start, p.stop) for p in parts if isinstance(p, EpochSlice)]
+
+    assert slices(base) == [(0, 150), (150, 300)]
+    assert slices({**base, "end": "900"}) == [(0, 225), (225, 450), (450, 675), (675, 900)]
+    assert slices({**base, "epochs_per_partition": "60"}) == [
+        (i, i + 50) for i in range(0, 300, 50)
+    ]
+    assert DEFAULT_EPOCHS_PER_PARTITION == 60
+    assert SubstreamOptions.parse({**base, "substream": "s"}).source.epochs_per_partition == 60
+
+
+def test_batches_join_chunks_with_their_keys_in_order() -> None:
+    """Chunks' rows joined into batches of at least batch_rows rows, the key columns
+    right for every row, an empty chunk adding nothing; JSON and Variant alike."""
     import pyarrow as pa
+    from pyspark.sql.pandas.types import to_arrow_schema
 
-    from consumer_lib.spark.source import coalesce
+    from consumer_lib.spark.source import BatchBuilder, source_schema
 
-    sizes, counter = [3, 4, 10, 2, 1], iter(range(100))
-    batches = [pa.record_batch([pa.array([next(counter) for _ in range(n)])], ["x"]) for n in sizes]
-    out = list(coalesce(iter(batches), 5))
-    assert [b.num_rows for b in out] == [7, 10, 3]
-    assert [x for b in out for x in b.column(0).to_pylist()] == list(range(20))
-    assert [b.num_rows for b in coalesce(iter(batches), 1)] == sizes
+    def chunk(number: int, count: int) -> tuple[ChunkKey, memoryview]:
+        events = [{"n": number, "i": i, "s": "\u00f8"} for i in range(count)]
+        return ChunkKey(7 + number // 3, "ams1", "web", f"s{number % 2}", number), memoryview(
+            sereal.encode(events)
+        )
+
+    chunks = [chunk(n, c) for n, c in enumerate([3, 4, 0, 10, 2, 1])]
+    for event in ("json", "variant"):
+        schema = to_arrow_schema(source_schema({"event": event}), timezone="UTC")
+        builder, batches = BatchBuilder(schema, event), []
+        for key, document in chunks:
+            builder.add(key, document, "utf8")
+            if builder.rows >= 5:
+                batches.append(builder.flush())
+        batches.append(builder.flush())
+        assert [b.num_rows for b in batches] == [7, 10, 3]
+        assert all(b.schema.equals(schema) for b in batches)
+        table = pa.Table.from_batches(batches)
+        want = [
+            (key.epoch, key.dc, key.type, key.subtype, key.chunk, one)
+            for key, document in chunks
+            for one in packed_events(document, event)
+        ]
+        column = table.column(5).to_pylist()
+        got = [v if event == "json" else (v["value"], v["metadata"]) for v in column]
+        names = ("epoch", "dc", "type", "subtype", "chunk")
+        keys = zip(*(table.column(c).to_pylist() for c in names), strict=True)
+        assert [(*k, e) for k, e in zip(keys, got, strict=True)] == want
+        assert len(want) == 20
+
+
+def packed_events(document: memoryview, event: str) -> list[Any]:
+    """A chunk's events as the codec transcodes them on their own: JSON texts, or
+    (value, metadata) Variant pairs."""
+    from array import array
+
+    def split(data: bytes, offsets: bytes, code: str) -> list[bytes]:
+        ends = array(code, offsets)
+        return [bytes(data[ends[i] : ends[i + 1]]) for i in range(len(ends) - 1)]
+
+    if event == "json":
+        text, offsets = sereal.decode_json_packed(document)
+        return [t.decode() for t in split(text, offsets, "q")]
+    values, value_offsets, metadata, metadata_offsets = sereal.decode_variant_packed(document)
+    pairs = zip(
+        split(values, value_offsets, "i"), split(metadata, metadata_offsets, "i"), strict=True
+    )
+    return list(pairs)
 
 
 def test_options_prune_and_requery(spark: Any, epoch_range: Any) -> None:
