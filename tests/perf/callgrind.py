@@ -9,7 +9,9 @@ and each step's, ``STEPS``), so a step's count is every instruction from the mar
 return to its last entry function's return: the codec's Python layer, decompression,
 the compiled walk and the objects it builds, CPython's allocator included; not the
 interpreter's start, the imports, nor what the step does after its compiled call
-(compression, freeing), which land in the marker's discarded profiles.
+(compression, freeing), which land in the marker's discarded profiles. Profiles are
+assigned to steps in the order they were written (the i-th marker starts the i-th
+step), so two steps may share an entry function (decode and decode_fields).
 (``--toggle-collect`` on the entry functions would count the compiled part alone,
 but callgrind misses the entry of several of them, such as ``array_layout``, and the
 toggles then run out of step.) ``PYTHONHASHSEED=0`` fixes string hashes, on which the
@@ -59,12 +61,14 @@ STEPS: dict[str, tuple[str, ...]] = {
     "variant": ("array_to_json_packed", "srl_py_json_to_variant"),
     "split": ("array_layout", "extract_array"),
     "join": ("srl_py_join_bodies",),
+    "decode_fields": ("decode_body",),
 }
 #: workload.mark: its returns separate the steps.
 MARKER = "srl_py_frame_positions"
 REFRESH = ".venv/bin/python -m tests.perf.refresh"
 _TRIGGER = re.compile(r"^desc: Trigger: --dump-after=(\S+)$", re.MULTILINE)
 _SUMMARY = re.compile(r"^summary: (\d+)$", re.MULTILINE)
+_PART = re.compile(r"^part: (\d+)$", re.MULTILINE)
 
 
 class MeasurementError(Exception):
@@ -163,26 +167,41 @@ def _measure(workdir: Path) -> Measurement:
     )
     if proc.returncode != 0:
         raise MeasurementError(f"valgrind exited {proc.returncode}:\n{proc.stderr[-4000:]}")
-    by_function = read_profiles(workdir)
-    counts: dict[str, int] = {}
+    counts = by_step(read_profiles(workdir))
     for step, names in STEPS.items():
-        if not any(by_function.get(f) for f in names):
+        if not counts[step]:
             raise MeasurementError(
                 f"no instructions counted in {', '.join(names)} (step {step!r}): "
                 f"renamed in eventstore/sereal/csrc/module.c? update STEPS in {__file__}"
             )
-        counts[step] = sum(by_function.get(f, 0) for f in names)
     return Measurement(counts, digest, env)
 
 
-def read_profiles(workdir: Path) -> dict[str, int]:
-    """Instructions by the function whose ``--dump-after`` wrote each profile."""
-    counts: dict[str, int] = {}
-    for path in sorted(workdir.glob("callgrind.out*")):
+def read_profiles(workdir: Path) -> list[tuple[str, int]]:
+    """(the function whose ``--dump-after`` wrote it, instructions) of each profile,
+    in the order they were written."""
+    dumps: list[tuple[int, str, int]] = []
+    for path in workdir.glob("callgrind.out*"):
         text = path.read_text(errors="replace")
-        trigger, summary = _TRIGGER.search(text), _SUMMARY.search(text)
-        if trigger and summary:
-            counts[trigger[1]] = counts.get(trigger[1], 0) + int(summary[1])
+        part, trigger = _PART.search(text), _TRIGGER.search(text)
+        summary = _SUMMARY.search(text)
+        if part and trigger and summary:
+            dumps.append((int(part[1]), trigger[1], int(summary[1])))
+    return [(trigger, count) for _, trigger, count in sorted(dumps)]
+
+
+def by_step(dumps: list[tuple[str, int]]) -> dict[str, int]:
+    """Each step's instructions: the profiles its entry functions wrote after the
+    step's marker (the i-th marker starts the i-th step of ``STEPS``), so two steps may
+    go through the same entry function."""
+    names = list(STEPS)
+    counts = dict.fromkeys(names, 0)
+    step = -1
+    for trigger, count in dumps:
+        if trigger == MARKER:
+            step += 1
+        elif 0 <= step < len(names) and trigger in STEPS[names[step]]:
+            counts[names[step]] += count
     return counts
 
 
