@@ -27,7 +27,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from eventstore.sereal.projection import Tree
+from eventstore.sereal.projection import Tree, merge, project_events
 from substreams import defaults
 from substreams.api import Context, Event, Substream
 from substreams.errors import SoftTimeout, SubstreamError
@@ -339,35 +339,39 @@ Loader = Callable[[Tree | None], list[Event]]
 
 
 class Loaded:
-    """The events a child loads through a :data:`Loader`, once per distinct set of
-    fields among its substreams (set in the child only).
+    """The events a child loads through a :data:`Loader` (set in the child only): once,
+    with the union of the fields its substreams declare; each substream then gets them
+    narrowed to its own fields (``project_events``: the rule the decoder follows, so the
+    same events the consumer's fallback and ``substream test`` decode with its fields).
 
-    Each substream then gets the events decoded with exactly its own fields, as the
-    consumer's fallback and ``substream test`` decode them: the same decoder call,
-    the same result. (Decoding the union once and narrowing it per substream in
-    Python cost more: ~1.9 ms per substream and 370 KB chunk against ~1.6 ms for a
-    projected decode; bench figures in companion/DESIGN.md, "Performance".)
+    Why not a projected decode per field set instead (the fallback's own call): with
+    the 10 plugins of bench/companion_bench.py it cost more (decode ~21 ms per chunk
+    against ~7 ms for the union, while narrowing costs ~1-1.5 ms per substream);
+    companion/DESIGN.md, "Performance".
     """
 
     def __init__(self, loader: Loader) -> None:
         self.loader = loader
-        self.lists: dict[str, list[Event]] = {}
+        self.events: list[Event] = []
+        self.tree: Tree | None = None
+        self._narrowed: dict[str, list[Event]] = {}
 
     def load(self, substreams: Sequence[Substream], indexes: list[int]) -> None:
-        """Decode the events for each distinct field set of ``substreams[indexes]``."""
-        for i in indexes:
-            tree = substreams[i].projection
-            key = _fields_key(tree)
-            if key not in self.lists:
-                self.lists[key] = self.loader(tree)
+        """Decode the events with the union of ``substreams[indexes]``' fields."""
+        self.tree = merge(substreams[i].projection for i in indexes)
+        self.events = self.loader(self.tree)
 
     def events_for(self, sub: Substream) -> list[Event]:
-        """The events decoded with ``sub``'s fields."""
-        return self.lists[_fields_key(sub.projection)]
-
-
-def _fields_key(tree: Tree | None) -> str:
-    return json.dumps(tree, sort_keys=True)
+        """The events narrowed to ``sub``'s fields (made once per field set, in the
+        first run that needs it: within that run's limits)."""
+        tree = sub.projection
+        if tree == self.tree:
+            return self.events
+        key = json.dumps(tree, sort_keys=True)
+        narrowed = self._narrowed.get(key)
+        if narrowed is None:
+            narrowed = self._narrowed[key] = project_events(self.events, tree)
+        return narrowed
 
 
 def substream_target(
