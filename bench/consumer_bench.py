@@ -44,7 +44,7 @@ from collections import Counter, defaultdict, deque
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from events import generate_events, store_epoch
 from report import emit, figure
@@ -208,8 +208,18 @@ def wait_for_companion(
     print(f"companion results stored for {names} in {time.perf_counter() - t0:.1f}s")
 
 
-def counted(run: Callable[[], int]) -> tuple[float, float, int, int]:
-    """Run once: (wall s, process CPU s, the collector's passes, what ``run`` returned)."""
+class Run(NamedTuple):
+    """One run of a variant."""
+
+    wall_s: float
+    cpu_s: float  # the process's, every thread
+    caller_cpu_s: float  # the calling thread's: what the GIL serialises
+    gc_passes: int
+    events: int
+
+
+def counted(run: Callable[[], int]) -> Run:
+    """Run once, counting the collector's passes."""
     passes = [0]
 
     def on_gc(phase: str, info: dict[str, Any]) -> None:
@@ -217,9 +227,15 @@ def counted(run: Callable[[], int]) -> tuple[float, float, int, int]:
 
     gc.callbacks.append(on_gc)
     try:
-        t0, c0 = time.perf_counter(), time.process_time()
+        t0, c0, th0 = time.perf_counter(), time.process_time(), time.thread_time()
         out = run()
-        return time.perf_counter() - t0, time.process_time() - c0, passes[0], out
+        return Run(
+            time.perf_counter() - t0,
+            time.process_time() - c0,
+            time.thread_time() - th0,
+            passes[0],
+            out,
+        )
     finally:
         gc.callbacks.remove(on_gc)
 
@@ -292,7 +308,7 @@ def bench_full(
         "events, before (decode ahead)": before,
     }
     load = os.getloadavg()
-    rounds: dict[str, list[tuple[float, float, int, int]]] = {name: [] for name in runs}
+    rounds: dict[str, list[Run]] = {name: [] for name in runs}
     try:
         for _ in range(args.repeat):  # interleaved: every variant once per round
             for name, run in runs.items():
@@ -300,28 +316,35 @@ def bench_full(
     finally:
         pool.shutdown()
     for name, got in rounds.items():
-        assert all(r[3] == n_events for r in got), (name, [r[3] for r in got], n_events)
-    print(f"\n1. full stream, {args.epochs}-epoch range")
+        assert all(r.events == n_events for r in got), (name, [r.events for r in got], n_events)
+    print(f"\n1. full stream, {args.epochs}-epoch range (best of {args.repeat} interleaved rounds)")
     print(
         f"{'':32} {'events/s':>10} {'MB/s':>7} {'seconds':>8} {'CPU us/ev':>9} "
-        f"{'gc passes':>9} {'/ ceiling, each round':>22}"
+        f"{'caller':>7} {'gc':>5}  wall / ceiling, each round"
     )
-    ceiling_s = [r[0] for r in rounds["decode ceiling (1 thread)"]]
+    anchor = rounds["decode ceiling (1 thread)"]
     for name, got in rounds.items():
-        secs = min(r[0] for r in got)
-        cpu = min(r[1] for r in got)
-        ratios = " ".join(f"{c / r[0]:.2f}" for c, r in zip(ceiling_s, got, strict=True))
+        secs = min(r.wall_s for r in got)
+        ratios = " ".join(f"{c.wall_s / r.wall_s:.2f}" for c, r in zip(anchor, got, strict=True))
         print(
             f"{name:32} {n_events / secs:10,.0f} {stored / 1e6 / secs:7.2f} {secs:8.3f} "
-            f"{cpu / n_events * 1e6:9.2f} {min(r[2] for r in got):9} {ratios:>22}"
+            f"{min(r.cpu_s for r in got) / n_events * 1e6:9.2f} "
+            f"{min(r.caller_cpu_s for r in got) / n_events * 1e6:7.2f} "
+            f"{min(r.gc_passes for r in got):5}  {ratios}"
         )
-    read_s = min(r[0] for r in rounds["EventsClient.events"])
-    dec_s = min(ceiling_s)
-    before_s = min(r[0] for r in rounds["events, before (decode ahead)"])
-    print(
-        f"best / best: read / ceiling {dec_s / read_s:.2f} (before: {dec_s / before_s:.2f}); "
-        f"load average {load[0]:.2f} at the start, {os.getloadavg()[0]:.2f} at the end"
-    )
+    read_s = min(r.wall_s for r in rounds["EventsClient.events"])
+    dec_s = min(r.wall_s for r in anchor)
+    for name in ("EventsClient.events", "events, before (decode ahead)"):
+        got = rounds[name]
+        walls = [c.wall_s / r.wall_s for c, r in zip(anchor, got, strict=True)]
+        callers = [c.caller_cpu_s / r.caller_cpu_s for c, r in zip(anchor, got, strict=True)]
+        print(
+            f"{name} / ceiling: wall {min(walls):.2f}-{max(walls):.2f} "
+            f"(median {statistics.median(walls):.2f}, best / best "
+            f"{dec_s / min(r.wall_s for r in got):.2f}); the caller's CPU "
+            f"{statistics.median(callers):.2f} (median)"
+        )
+    print(f"load average {load[0]:.2f} at the start, {os.getloadavg()[0]:.2f} at the end")
     return read_s, dec_s
 
 
