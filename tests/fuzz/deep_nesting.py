@@ -49,8 +49,16 @@ ENCODE_SHAPES = ("list", "tuple", "dict", "perlref", "perlobject", "shared", "mi
 
 JSON_SHAPES = {"array": (b"[", b"]"), "object": (b'{"k":', b"}")}
 
-WALKERS = ("decode", "json", "split", "split_blob", "join", "encode", "variant")
-PURE_WALKERS = ("pure_decode", "pure_json", "pure_encode", "pure_variant")
+# project: a projected decode skipping every key; project_keep: keeping key "k" at
+# every level (a projection tree as deep as the cap allows).
+WALKERS = (
+    "decode", "json", "split", "split_blob", "join", "encode", "variant", "project",
+    "project_keep",
+)  # fmt: skip
+PURE_WALKERS = (
+    "pure_decode", "pure_json", "pure_encode", "pure_variant", "pure_project",
+    "pure_project_keep",
+)  # fmt: skip
 
 
 def shapes_of(walker: str) -> list[str]:
@@ -115,6 +123,15 @@ def run(walker: str, shape: str, depth: int, max_depth: int) -> None:
     if walker == "decode":
         data = body(shape, depth)
         core.decode_body(data, 0, len(data), -1, 0, max_depth)
+    elif walker in ("project", "project_keep"):
+        from eventstore.sereal.limits import MAX_DEPTH_CAP
+
+        tree: dict[str, Any] = {}
+        node = tree
+        for _ in range(MAX_DEPTH_CAP - 1 if walker == "project_keep" else 0):
+            node["k"] = node = {}
+        data = array_body(shape, depth)
+        core.decode_body(data, 0, len(data), -1, 0, max_depth, -1, tree)
     elif walker == "json":
         data = array_body(shape, depth)
         core.array_to_json_lines(data, 0, len(data), -1, 0, max_depth)

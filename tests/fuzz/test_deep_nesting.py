@@ -31,6 +31,8 @@ OLD_MAXIMUM = 10_000
 # The "too deep" error of each walker: its class and the limit it names.
 TOO_DEEP = {
     "decode": rf"DepthExceeded: nesting deeper than max_depth={MAX_DEPTH_CAP} at byte \d+",
+    "project": rf"DepthExceeded: nesting deeper than max_depth={MAX_DEPTH_CAP} at byte \d+",
+    "project_keep": (rf"DepthExceeded: nesting deeper than max_depth={MAX_DEPTH_CAP} at byte \d+"),
     "json": rf"DepthExceeded: nesting deeper than max_depth={MAX_DEPTH_CAP} at byte \d+",
     "split": rf"DepthExceeded: nesting deeper than {MAX_DEPTH_CAP} levels at byte \d+",
     "split_blob": rf"NotAnArrayBlob: .*nesting deeper than {MAX_DEPTH_CAP} levels at byte \d+",

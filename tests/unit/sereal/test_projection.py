@@ -89,6 +89,8 @@ def check_projection(body: bytes, tree: Tree, binary: int = 0, max_depth: int = 
         assert c_kind == p_kind, body.hex(" ")
         if c_kind == "ok":
             assert same_value(c_out[0], p_out[0]), body.hex(" ")
+        else:
+            assert c_out == p_out, f"{body.hex(' ')}: compiled {c_out}, pure {p_out}"
 
 
 def _keys(value: Any, out: set[str], seen: set[int]) -> None:
