@@ -6,7 +6,7 @@ The seed's "Reading from Riak", for a range::
         refs = metadata <epoch>-<dc>            # 404: the epoch is empty
         keep the refs whose type/subtype pass the filter   # before fetching anything
         sort them in chunk order (type, subtype, chunk NUMBER)
-        fetch + verify each chunk on the pool, up to `prefetch` chunks ahead (bytes)
+        fetch + verify + decompress each chunk on the pool, up to `prefetch` ahead
     for each chunk, in order: decode it, on the consumer's thread, just before handing
         it out, with the collector's allowance for its objects (consumer_lib.collector)
     yield each epoch (or each chunk, or each event) in order
@@ -14,13 +14,15 @@ The seed's "Reading from Riak", for a range::
 Why decode last: the decoder holds the GIL, so decoding ahead on the pool overlaps
 with nothing but the fetches' waits, while every chunk decoded ahead stays alive until
 its turn: the collector scans it again and again and it is freed cold (consumer_lib
-DESIGN.md, "Figures": that was half the cost of a read). Fetching and verifying release
-the GIL (socket waits, xxh3, zstd), so they overlap with the decode.
+DESIGN.md, "Figures": that was half the cost of a read). Fetching, verifying and
+decompressing release the GIL (socket waits, xxh3, zstd), so they overlap with the
+decode.
 
-Memory is bounded whatever the range: at most ``prefetch`` chunks' stored bytes are
-held ahead of the consumer (:mod:`consumer_lib.pipeline`), one decoded chunk (the one
-being handed out: :func:`events` and :func:`chunks` drop it before decoding the next),
-plus, for :func:`epochs`, the epoch being assembled.
+Memory is bounded whatever the range: at most ``prefetch`` chunks' stored and
+decompressed bytes are held ahead of the consumer (:mod:`consumer_lib.pipeline`), one
+decoded chunk (the one being handed out: :func:`events` drops it before decoding the
+next, :func:`chunks` too, though a caller's loop variable holds it until the next one
+replaces it), plus, for :func:`epochs`, the epoch being assembled.
 
 Failure semantics: a missing epoch is empty (``Epoch.found`` false). A chunk listed in
 metadata but missing raises :class:`~consumer_lib.errors.ChunkMissing`; a chunk whose
