@@ -30,7 +30,6 @@
 from __future__ import annotations
 
 import argparse
-import functools
 import os
 import random
 import re
@@ -44,14 +43,13 @@ from typing import Any
 from events import generate_events
 from report import emit, figure
 
-from companion.chunks import check_chunk, decode_chunk
+from companion.chunks import chunk_source
 from companion.testing import Stack, start_stack
 from eventstore.blob import DecodeLimits, pack_blob, unpack_blob
 from eventstore.names import ChunkKey, format_metadata
-from eventstore.sereal.projection import project_events
 from substreams.api import Context, Substream
 from substreams.loader import load_file, plugin_files
-from substreams.sandbox import Isolation, Loader, run_substreams
+from substreams.sandbox import Isolation, run_substreams
 
 EXAMPLES = Path(__file__).parents[1] / "substreams" / "examples"
 BOOKING_EPOCH_BYTES = 70 * 2**20
@@ -390,14 +388,8 @@ def bench_cpu(
     runs = 0
     limits = DecodeLimits()
     for i, (type_, _, blob) in enumerate(chunks):
-        # As the companion's chunk thread does (companion/worker.py, Engine._source).
         key = ChunkKey(0, "dc", type_, "main", i)
-        source: Loader
-        if isolation == "chunk":
-            check_chunk(key, blob, limits)
-            source = functools.partial(decode_chunk, key, blob, limits)
-        else:
-            source = functools.partial(project_events, decode_chunk(key, blob, limits))
+        source = chunk_source(key, blob, limits, isolation)  # as the chunk thread does
         chosen = [s for s in subs if s.matches(type_, "main")]
         runs += len(chosen)
         run_substreams(chosen, source, Context.of(key), max_parallel=4, isolation=isolation)

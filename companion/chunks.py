@@ -11,6 +11,7 @@ is decompressed; companion/DESIGN.md, failure scenario 13).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator
 
 from companion.errors import InputChunkUnreadable
@@ -18,10 +19,11 @@ from eventstore.blob import DecodeLimits, unpack_blob, verify_postfix
 from eventstore.errors import BlobTooLarge, EventStoreError
 from eventstore.names import ChunkKey, Namespaces
 from eventstore.riak import NotFound, RiakClient, RiakError
-from eventstore.sereal.projection import Tree
+from eventstore.sereal.projection import Tree, project_events
 from substreams.api import Event
+from substreams.sandbox import Isolation, Loader
 
-__all__ = ["check_chunk", "decode_chunk", "fetch_chunk"]
+__all__ = ["check_chunk", "chunk_source", "decode_chunk", "fetch_chunk"]
 
 
 def fetch_chunk(riak: RiakClient, namespaces: Namespaces, key: ChunkKey) -> bytes:
@@ -89,6 +91,26 @@ def decode_chunk(
     # Elements are whatever the producers sent; plugins treat them defensively
     # (substreams.helpers), so they are passed on as they are.
     return events
+
+
+def chunk_source(key: ChunkKey, blob: bytes, limits: DecodeLimits, isolation: Isolation) -> Loader:
+    """How the chunk's runs get its events (both narrow them to each substream's
+    fields in the child: ``substreams.sandbox.run_substreams``).
+
+    Isolation ``"chunk"``: the blob, checked here, decoded in each child (the shared
+    one, a lane's) with its substreams' fields, so the caller neither builds nor frees
+    the events. ``"substream"``: decoded here once for all the children (decoding in
+    each would cost one decode per substream).
+
+    Raises:
+        InputChunkUnreadable: see :func:`check_chunk` (and :func:`decode_chunk` when
+            decoded here).
+    """
+    if isolation == "chunk":
+        check_chunk(key, blob, limits)
+        return functools.partial(decode_chunk, key, blob, limits)
+    events = decode_chunk(key, blob, limits)
+    return functools.partial(project_events, events)
 
 
 def _paths(tree: Tree, prefix: tuple[str, ...]) -> Iterator[tuple[str, ...]]:

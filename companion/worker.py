@@ -58,7 +58,6 @@ Failure scenarios:
 
 from __future__ import annotations
 
-import functools
 import logging
 import threading
 import time
@@ -66,7 +65,7 @@ from collections.abc import Callable, Sequence
 
 from companion import defaults
 from companion.auditor import SeenDcs
-from companion.chunks import check_chunk, decode_chunk, fetch_chunk
+from companion.chunks import chunk_source, fetch_chunk
 from companion.disabled import DisabledSet
 from companion.errors import InputChunkUnreadable
 from companion.inbox import Inbox, InboxItem
@@ -77,8 +76,7 @@ from companion.signals import EngineSignals
 from companion.writer import ResultWriter, Write
 from eventstore.names import ChunkKey
 from eventstore.riak import NotFound, RiakClient, RiakError
-from eventstore.sereal.projection import project_events
-from substreams.api import Context, Event, Substream
+from substreams.api import Context, Substream
 from substreams.loader import PluginSet
 from substreams.results import error_value
 from substreams.sandbox import Loader, Outcome, SandboxUnavailable, run_substreams, stored_value
@@ -391,7 +389,7 @@ class Engine:
         try:
             blob = fetch_chunk(self.riak, self.settings.namespaces, key)
             laps.lap("fetch")
-            source = self._source(key, blob)
+            source = chunk_source(key, blob, self.settings.decode_limits, self.settings.isolation)
         except InputChunkUnreadable as e:
             self._unreadable(key, str(e))
             failed: list[Write] = [
@@ -447,30 +445,14 @@ class Engine:
         laps.cpu["plugins"] = sum(o.cpu_s for _, o in done)
         # The decode in the children (isolation "chunk"), beside the check here.
         laps.cpu["decode"] += sum(o.load_cpu_s for _, o in done)
+        # The children's CPU outside their runs and load: fork faults, setup, exit.
+        laps.cpu["children"] = max(
+            0.0, sum(o.child_cpu_s - o.load_cpu_s for _, o in done) - laps.cpu["plugins"]
+        )
         self.signals.chunk_processed.send(
             key=key, runs=len(done), stages=laps.wall, stages_cpu=laps.cpu
         )
         return done
-
-    def _source(self, key: ChunkKey, blob: bytes) -> Loader:
-        """How the chunk's runs get its events (both narrow them to each substream's
-        fields in the child).
-
-        Isolation ``"chunk"``: the blob, checked here, decoded in each child (the
-        shared one, a lane's) with its substreams' fields, so this process neither
-        builds nor frees the events. ``"substream"``: decoded here once for all the
-        children (decoding in each would cost one decode per substream).
-
-        Raises:
-            InputChunkUnreadable: see :func:`companion.chunks.check_chunk` (and
-                :func:`~companion.chunks.decode_chunk` when decoded here).
-        """
-        limits = self.settings.decode_limits
-        if self.settings.isolation == "chunk":
-            check_chunk(key, blob, limits)
-            return functools.partial(decode_chunk, key, blob, limits)
-        events: list[Event] = decode_chunk(key, blob, limits)
-        return functools.partial(project_events, events)
 
     def _unreadable(self, key: ChunkKey, error: str) -> None:
         self.signals.chunk_unreadable.send(key=key, error=error)

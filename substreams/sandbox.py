@@ -133,6 +133,8 @@ class Outcome:
         exit_status: the raw ``wait4`` status.
         load_cpu_s: CPU seconds the child spent loading the events (on one outcome per
             child that loaded them, 0 on the others), not in ``cpu_s``.
+        child_cpu_s: the whole CPU time of the child this run ended in (``wait4``:
+            setup, load, every run, exit), on one outcome per child, 0 on the others.
     """
 
     name: str
@@ -144,6 +146,7 @@ class Outcome:
     max_rss_kb: int = 0
     exit_status: int = 0
     load_cpu_s: float = 0.0
+    child_cpu_s: float = 0.0
 
     @property
     def status(self) -> Status:
@@ -401,6 +404,9 @@ def _finish(child: _Child, names: Sequence[str], outcomes: list[Outcome | None])
         outcome.load_cpu_s, child.load_cpu_s = outcome.load_cpu_s or child.load_cpu_s, 0.0
         outcomes[index] = outcome
         child.done.add(index)
+    ended = [o for i in child.jobs if (o := outcomes[i]) is not None]
+    if ended:  # the child's own cost beside its runs' (fork faults, setup, exit)
+        ended[0].child_cpu_s += usage.ru_utime + usage.ru_stime
     return [i for i in child.jobs if i not in child.done]
 
 
