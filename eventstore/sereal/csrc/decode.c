@@ -265,7 +265,9 @@ dec_member(Dec *d, Py_ssize_t *pos)
     if (tag == SRL_COPY) {
         Py_ssize_t target;
         srl_mark_tag(d, p);
-        return srl_dec_copy_string(d, p, pos, 0, &target);
+        PyObject *v = copy_string_borrowed(d, p, pos, 0, &target);
+        Py_XINCREF(v);
+        return v;
     }
     if (tag < SRL_NEG_LOW) {
         srl_mark_tag(d, p);
