@@ -46,7 +46,11 @@ class Threshold:
     """
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()
+        # Re-entrant: an allocation in adjust() can start a collection whose finalizers
+        # (a reader's generator collected in a cycle) release a grant on this thread.
+        self._lock = threading.RLock()
+        self._busy = False  # adjust() is running on the thread holding the lock
+        self._deferred: list[Token] = []  # releases made meanwhile, for it to apply
         self._base = 0  # the threshold as found when the first open grant was made
         self._grants: dict[Token, int] = {}  # the open grants: token -> containers
         self._set: int | None = None  # what we set it to; None: nothing open
@@ -67,23 +71,42 @@ class Threshold:
         would start the very collection this is here to spare). Returns the new token
         (0: nothing granted)."""
         with self._lock:
-            t0, t1, t2 = gc.get_threshold()
+            if self._busy:  # re-entered from a collection adjust() itself started
+                if token:
+                    self._deferred.append(token)
+                return 0
+            self._busy = True
+            try:
+                return self._adjust(token, containers)
+            finally:
+                self._busy = False
+
+    def _adjust(self, token: Token, containers: int) -> Token:
+        new: Token = 0
+        releases = [token]
+        while True:
+            t0, t1, t2 = gc.get_threshold()  # allocates: may defer a release
             if self._set is None:  # nothing open: from the threshold as found
                 self._base = t0
             elif t0 != self._set:  # set by someone else: theirs is the base, ours void
                 self._base, self._set = t0, None
                 self._grants.clear()
-            changed = self._grants.pop(token, 0) > 0
-            new: Token = 0
-            if containers > 0 and self._base > 0:
+            releases += self._deferred
+            self._deferred.clear()
+            changed = False
+            for old in releases:
+                changed |= self._grants.pop(old, 0) > 0
+            if containers > 0 and self._base > 0 and not new:
                 new = next(self._numbers)
                 self._grants[new] = containers
                 changed = True
             if changed:
-                raised = sum(self._grants.values())
+                raised = sum(self._grants.values())  # allocates: may defer a release
                 gc.set_threshold(self._base + raised, t1, t2)
                 self._set = self._base + raised if raised else None
-            return new
+            if not self._deferred:
+                return new
+            releases = []
 
     @property
     def raised(self) -> int:

@@ -5,11 +5,12 @@ else's setting never overwritten, and no young collection over a covered chunk."
 from __future__ import annotations
 
 import gc
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 
+from consumer_lib import collector
 from consumer_lib.collector import Allowance, Threshold
 
 pytestmark = pytest.mark.unit
@@ -114,3 +115,38 @@ def test_what_the_reader_allocates_while_handing_out_is_covered_too() -> None:
     nothing.cover_new_objects(also=257)  # nothing decoded: nothing to hand out either
     assert threshold.raised == 0 and len(chunk) == 5_000
     nothing.close()
+
+
+class CollectingAt:
+    """The gc module as the collector module sees it, except that a collection, whose
+    finalizer releases a grant, runs inside the first call of ``set_threshold`` (before
+    it sets anything): as when an allocation there starts one, the update half done
+    (which allocations start one depends on free lists; this makes it one known place)."""
+
+    def __init__(self, finalizer: Callable[[], None]) -> None:
+        self._finalizer: Callable[[], None] | None = finalizer
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(gc, name)
+
+    def set_threshold(self, *thresholds: int) -> None:
+        finalizer, self._finalizer = self._finalizer, None
+        if finalizer is not None:
+            finalizer()
+        gc.set_threshold(*thresholds)
+
+
+def test_a_release_from_a_collection_started_inside_the_threshold_s_own_update(
+    thresholds_restored: tuple[int, int, int], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A reader's generator caught in a reference cycle is closed by the collector, and
+    # its allowance released, during whatever allocation started that collection: it
+    # may be one inside Threshold.adjust, on the same thread, the lock held.
+    base = thresholds_restored[0]
+    threshold = Threshold()
+    first = threshold.grant(100)
+    monkeypatch.setattr(collector, "gc", CollectingAt(lambda: threshold.release(first)))
+    second = threshold.grant(50)
+    assert gc.get_threshold()[0] == base + 50 and threshold.raised == 50
+    threshold.release(second)
+    assert gc.get_threshold()[0] == base and threshold.raised == 0
