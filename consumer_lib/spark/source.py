@@ -44,9 +44,9 @@ eventstore/sereal/DESIGN.md "JSON transcoding"), ``timeout_s`` (default 30).
 from __future__ import annotations
 
 import itertools
+import random
 import re
-from collections.abc import Iterator, Mapping, Sequence
-from concurrent.futures import Executor, ThreadPoolExecutor
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
@@ -58,13 +58,12 @@ from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import LongType, StringType, StructField, StructType, VariantType
 
 from consumer_lib.errors import SparkSourceError
-from consumer_lib.pipeline import prefetch
 from consumer_lib.ranges import epoch_of
+from consumer_lib.spark.fetch import get_all
 from eventstore import sereal
 from eventstore.blob import verify_postfix
 from eventstore.names import ChunkKey, ChunkRef, MetadataKey, Namespaces, parse_metadata
 from eventstore.riak import RiakClient
-from eventstore.riak.errors import NotFound
 
 __all__ = [
     "DEFAULT_EPOCHS_PER_PARTITION",
@@ -88,10 +87,9 @@ FULL_STREAM_EPOCHS_PER_PARTITION = 300
 DEFAULT_TIMEOUT_S = 30.0
 #: rows per Arrow batch handed to Spark (chunks joined; Spark's own Arrow default)
 DEFAULT_BATCH_ROWS = 10_000
-#: threads fetching and verifying chunks in a task, and chunks fetched ahead of the one
-#: being transcoded (at most ~500 KB each as relocators cut them)
-FETCH_THREADS = 4
-PREFETCH_CHUNKS = 32
+#: requests sent ahead of the answers on a task's connection (chunks of at most ~500 KB
+#: as relocators cut them)
+PIPELINE_DEPTH = 32
 
 _KEY_FIELDS = [
     StructField("epoch", LongType(), nullable=False),
@@ -252,13 +250,9 @@ class RiakEventsReader(DataSourceReader):
         assert isinstance(partition, EpochSlice)
         schema = to_arrow_schema(_EVENT_FORMATS[self.options.event], timezone="UTC")
         client = RiakClient(list(self.options.nodes), timeout_s=self.options.timeout_s)
-        executor = ThreadPoolExecutor(FETCH_THREADS, thread_name_prefix="riak-events-fetch")
         try:
-            yield from read_slice(
-                client, self.options, partition.start, partition.stop, schema, executor=executor
-            )
+            yield from read_slice(client, self.options, partition.start, partition.stop, schema)
         finally:
-            executor.shutdown(wait=True, cancel_futures=True)
             client.close()
 
 
@@ -282,30 +276,32 @@ def read_slice(  # noqa: PLR0917
     stop: int,
     schema: pa.Schema,
     namespaces: Namespaces | None = None,
-    *,
-    executor: Executor,
 ) -> Iterator[pa.RecordBatch]:
     """The rows of epochs ``[start, stop)``, epoch by epoch, dc by dc, chunks in
     metadata order, in Arrow batches of at least ``options.batch_rows`` rows (chunks
-    joined; the last may have fewer). The metadata of the whole slice is fetched at once
-    (in parallel); then the chunks are fetched and verified on ``executor``, up to
-    :data:`PREFETCH_CHUNKS` ahead of the one being transcoded, so that the transcoding
-    (which holds the GIL) overlaps the waits on Riak.
+    joined; the last may have fewer). The slice's metadata and then its chunks are
+    fetched pipelined (:func:`consumer_lib.spark.fetch.get_all`: up to
+    :data:`PIPELINE_DEPTH` requests ahead, so the node answers while this transcodes),
+    from one node chosen by the slice's first epoch (the Riak client behind it).
 
     Raises:
         SparkSourceError: a chunk the metadata names is missing.
         eventstore errors: unreadable metadata, checksum or Sereal errors, Riak errors.
     """
     ns = namespaces or Namespaces()
+    # Slices spread over the nodes, each slice always on the same one.
+    node = random.Random(start).choice(options.nodes)
+    fetch = partial(get_all, client, node, depth=PIPELINE_DEPTH, timeout_s=options.timeout_s)
+    keys = list(slice_chunks(fetch, options, start, stop, ns))
     builder = BatchBuilder(schema, options.event)
-    for key, document in prefetch(
-        slice_chunks(client, options, start, stop, ns),
-        partial(_fetch_chunk, client, ns),
-        executor,
-        PREFETCH_CHUNKS,
+    names = [k.format() for k in keys]
+    for key, (name, value) in zip(
+        keys, fetch(ns.events_bucket_type, ns.events_bucket, names), strict=True
     ):
-        assert document is not None  # every item has work: no markers
-        builder.add(key, document, options.binary)
+        if value is None:
+            meta_key = MetadataKey(key.epoch, key.dc)
+            raise SparkSourceError(f"chunk {key} named by metadata {meta_key} is missing")
+        builder.add(key, verify_postfix(value, name), options.binary)
         if builder.rows >= options.batch_rows:
             yield builder.flush()
     if builder.rows:
@@ -313,36 +309,24 @@ def read_slice(  # noqa: PLR0917
 
 
 def slice_chunks(
-    client: RiakClient, options: SourceOptions, start: int, stop: int, ns: Namespaces
+    fetch: Callable[[str | None, str, list[str]], Iterator[tuple[str, bytes | None]]],
+    options: SourceOptions,
+    start: int,
+    stop: int,
+    ns: Namespaces,
 ) -> Iterator[ChunkKey]:
     """The keys of the chunks to read in epochs ``[start, stop)``, in row order, from
-    the slice's metadata (one ``multi_get``)."""
+    the slice's metadata (``fetch``: keys -> (key, value or None), in order)."""
     meta_keys = [MetadataKey(e, dc) for e in range(start, stop) for dc in options.dcs]
-    metas = client.multi_get(
-        ns.epochs_bucket_type, ns.epochs_bucket, [k.format() for k in meta_keys]
-    )
-    for meta_key in meta_keys:
-        meta = metas.get(meta_key.format())
-        if meta is None:
+    names = [k.format() for k in meta_keys]
+    for meta_key, (name, value) in zip(
+        meta_keys, fetch(ns.epochs_bucket_type, ns.epochs_bucket, names), strict=True
+    ):
+        if value is None:
             continue  # nothing stored for this epoch and dc
-        for ref in parse_metadata(meta.value, key=meta_key.format()):
+        for ref in parse_metadata(value, key=name):
             if options.wants(ref):
                 yield meta_key.chunk_key(ref)
-
-
-def _fetch_chunk(client: RiakClient, ns: Namespaces, key: ChunkKey) -> memoryview:
-    """The verified Sereal document of a chunk (runs on the fetch threads).
-
-    Raises:
-        SparkSourceError: the chunk is missing.
-    """
-    name = key.format()
-    try:
-        blob = client.get(ns.events_bucket_type, ns.events_bucket, name)
-    except NotFound:
-        meta_key = MetadataKey(key.epoch, key.dc)
-        raise SparkSourceError(f"chunk {key} named by metadata {meta_key} is missing") from None
-    return verify_postfix(blob.value, name)
 
 
 class BatchBuilder:
