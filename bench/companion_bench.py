@@ -300,7 +300,12 @@ class Variant:
             f"{self.cpu_s['companion'] / n * 1000:.1f} ms (target <= 20), by stage: "
             + per_chunk_ms(self.stages_cpu, n)
         )
-        return {"p99_s": pct(self.latencies, 0.99), "cpu_s": self.cpu_s, "chunks": n}
+        return {
+            "p99_s": pct(self.latencies, 0.99),
+            "cpu_s": self.cpu_s,
+            "chunks": n,
+            "epoch_chunks": chunks,
+        }
 
 
 def bench_latency(
@@ -478,10 +483,11 @@ def headline(epoch_cpu: dict[str, dict[str, float]], latency: dict[str, dict[str
         )
         figures.append(
             figure(
-                f"metadata -> every result, {got['chunks']} chunks ({mode})",
+                f"metadata -> every result, {got['epoch_chunks']}-chunk epochs ({mode})",
                 got["p99_s"],
                 "s p99",
-                target="<= 1 s",
+                # issue 16's targets, on 2 idle cores
+                target="<= 1.5 s" if got["epoch_chunks"] > 50 else "<= 1 s",
             )
         )
         cpu_s = got["cpu_s"]
