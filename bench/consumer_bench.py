@@ -167,7 +167,7 @@ def main() -> None:
                                 f"EventsClient.events, {n_events} events",
                                 n_events / read_s,
                                 "events/s",
-                                anchor="decode ceiling, 1 thread, same run",
+                                anchor="decode ceiling, 1 thread, same round (the median round)",
                                 anchor_value=n_events / dec_s,
                                 target=">= 0.8x",
                             )
@@ -249,7 +249,8 @@ def bench_full(
     stored: int,
     args: argparse.Namespace,
 ) -> tuple[float, float]:
-    """Section 1; returns the best seconds of EventsClient.events and of the ceiling."""
+    """Section 1; returns the seconds of EventsClient.events and of the ceiling in the
+    round whose ratio of the two is the median."""
     end = first + args.epochs
 
     def ceiling() -> int:
@@ -332,7 +333,6 @@ def bench_full(
             f"{min(r.caller_cpu_s for r in got) / n_events * 1e6:7.2f} "
             f"{min(r.gc_passes for r in got):5}  {ratios}"
         )
-    read_s = min(r.wall_s for r in rounds["EventsClient.events"])
     dec_s = min(r.wall_s for r in anchor)
     for name in ("EventsClient.events", "events, before (decode ahead)"):
         got = rounds[name]
@@ -345,7 +345,13 @@ def bench_full(
             f"{statistics.median(callers):.2f} (median)"
         )
     print(f"load average {load[0]:.2f} at the start, {os.getloadavg()[0]:.2f} at the end")
-    return read_s, dec_s
+    # The headline: the round whose read / ceiling ratio is the median (both from it).
+    pairs = sorted(
+        zip(anchor, rounds["EventsClient.events"], strict=True),
+        key=lambda pair: pair[0].wall_s / pair[1].wall_s,
+    )
+    median_anchor, median_read = pairs[len(pairs) // 2]
+    return median_read.wall_s, median_anchor.wall_s
 
 
 def bench_tail_lag(
