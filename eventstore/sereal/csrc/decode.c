@@ -69,36 +69,10 @@ make_string(const Dec *d, const uint8_t *s, Py_ssize_t n, int utf8_tag, int is_k
     return srl_str_from_utf8(s, n);
 }
 
-/* A str of one to three bytes, shared within this decode when they are ASCII
- * ("GET", "web", "nl", "ok"): encoders spell such strings out every time (a COPY is
- * no shorter), so an event holds several. Otherwise as make_string. */
-static PyObject *
-short_string(Dec *d, const uint8_t *s, Py_ssize_t n, int utf8_tag, int is_key)
-{
-    uint32_t key = (uint32_t)n | (uint32_t)s[0] << 8;
-    if (n > 1)
-        key |= (uint32_t)s[1] << 16;
-    if (n > 2)
-        key |= (uint32_t)s[2] << 24;
-    if (key & 0x80808000u)
-        return make_string(d, s, n, utf8_tag, is_key);
-    size_t slot = (size_t)((key * 0x9E3779B1u) >> (32 - SRL_DEC_SHORTS_BITS));
-    if (d->shorts[slot].key == key)
-        return Py_NewRef(d->shorts[slot].value);
-    PyObject *v = PyUnicode_New(n, 127);
-    if (v == NULL)
-        return NULL;
-    memcpy(PyUnicode_1BYTE_DATA(v), s, (size_t)n);
-    Py_XSETREF(d->shorts[slot].value, Py_NewRef(v));
-    d->shorts[slot].key = key;
-    return v;
-}
-
 /* Decode the string whose tag byte is at *pos (already known to be a string tag);
- * advance past it. share: short ASCII strings may be shared (short_string); a COPY
- * target is not, so a literal and its copies stay distinct objects, as before. */
+ * advance past it. */
 static PyObject *
-read_string_as(Dec *d, Py_ssize_t *pos, uint8_t tag, int is_key, int share)
+read_string(Dec *d, Py_ssize_t *pos, uint8_t tag, int is_key)
 {
     Py_ssize_t p = *pos + 1;
     Py_ssize_t n;
@@ -116,20 +90,10 @@ read_string_as(Dec *d, Py_ssize_t *pos, uint8_t tag, int is_key, int share)
     }
     if (n > d->end - p)
         return srl_raise(srl_state.TruncatedInput, d->end, "string runs past the end of the input");
-    /* Bytes mode makes values of BINARY strings bytes: those are not shared. */
-    PyObject *v =
-        share && n >= 1 && n <= 3 && (is_key || tag == SRL_STR_UTF8 || d->binary != SRL_BINARY_BYTES)
-            ? short_string(d, d->data + p, n, tag == SRL_STR_UTF8, is_key)
-            : make_string(d, d->data + p, n, tag == SRL_STR_UTF8, is_key);
+    PyObject *v = make_string(d, d->data + p, n, tag == SRL_STR_UTF8, is_key);
     if (v != NULL)
         *pos = p + n;
     return v;
-}
-
-static inline PyObject *
-read_string(Dec *d, Py_ssize_t *pos, uint8_t tag, int is_key)
-{
-    return read_string_as(d, pos, tag, is_key, 1);
 }
 
 /* The string a COPY / OBJECTV points at (tag at tagpos is a string tag), decoded
@@ -144,7 +108,7 @@ srl_dec_string_at(Dec *d, Py_ssize_t tagpos, int is_key)
         return (PyObject *)hit;
     }
     Py_ssize_t p = tagpos;
-    PyObject *v = read_string_as(d, &p, d->data[tagpos] & 0x7f, is_key, 0);
+    PyObject *v = read_string(d, &p, d->data[tagpos] & 0x7f, is_key);
     if (v == NULL)
         return NULL;
     if (srl_offtable_put(&d->strings, key, (intptr_t)v) < 0) {
@@ -656,8 +620,6 @@ srl_decode_body_limited(const uint8_t *data, Py_ssize_t len, Py_ssize_t pos, Py_
     if (gc_was_enabled)
         PyGC_Enable();
 
-    for (int i = 0; i < (1 << SRL_DEC_SHORTS_BITS); i++)
-        Py_XDECREF(d.shorts[i].value);
     srl_offtable_free(&d.tracked);
     srl_offtable_free(&d.strings);
     srl_offtable_free(&d.class_names);

@@ -9,7 +9,6 @@
 /* Slots of Dec.recent: 256 missed one COPY in six on the benchmark blob (hundreds of
  * distinct value targets), 1024 one in fifty. */
 #define SRL_DEC_RECENT 1024
-#define SRL_DEC_SHORTS_BITS 8
 
 static inline size_t
 srl_dec_recent_slot(Py_ssize_t key)
@@ -36,9 +35,6 @@ typedef struct {
      * every event COPYs and the deduplicated values (hosts, URLs, agents) stay in
      * cache here. key -1: empty. */
     struct { Py_ssize_t key; PyObject *value; } recent[SRL_DEC_RECENT];
-    /* Strings of 1-3 ASCII bytes decoded so far, by their bytes (owned references;
-     * key: the length, then the bytes; 0: empty). See decode.c, short_string. */
-    struct { uint32_t key; PyObject *value; } shorts[1 << SRL_DEC_SHORTS_BITS];
     SrlOffTable class_names;   /* string position -> class name read there (OBJECTV) */
     SrlOffTable blessed;       /* referent position -> the object its blessing produced */
 } Dec;
