@@ -277,7 +277,12 @@ def test_with_a_loader_each_child_decodes_the_union_once_and_each_run_sees_its_o
     got = [read_result(o.payload).result for o in outcomes]
     # What the fallback gives each plugin: the events narrowed to its own fields.
     assert got == [[["a"], []], [{"b": {"c": 2}}, {"b": 5}], 0]
-    assert sum(o.load_cpu_s > 0 for o in outcomes) == (1 if isolation == "chunk" else 3)
+    children = 1 if isolation == "chunk" else 3
+    assert sum(o.load_cpu_s > 0 for o in outcomes) == children
+    # Each child's whole CPU (wait4) once: at least its load and its runs.
+    assert sum(o.child_cpu_s > 0 for o in outcomes) == children
+    total = sum(o.child_cpu_s for o in outcomes)
+    assert total >= sum(o.load_cpu_s + o.cpu_s for o in outcomes)
 
 
 def _fails(tree: Tree | None) -> list[Event]:
