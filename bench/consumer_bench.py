@@ -130,7 +130,13 @@ def main() -> None:
                 read_s = dec_s = 0.0
                 if "full" in sections:
                     read_s, dec_s = bench_full(
-                        client, blobs, first=first, n_events=n_events, stored=stored, args=args
+                        client,
+                        blobs,
+                        server_pid=stack.devnode.pid,
+                        first=first,
+                        n_events=n_events,
+                        stored=stored,
+                        args=args,
                     )
                 if "substream" in sections:
                     print("\n2. substream served by the server vs by client-side fallback")
@@ -214,12 +220,22 @@ class Run(NamedTuple):
     wall_s: float
     cpu_s: float  # the process's, every thread
     caller_cpu_s: float  # the calling thread's: what the GIL serialises
+    server_cpu_s: float  # the devnode's, serving the reads
     gc_passes: int
     events: int
 
 
-def counted(run: Callable[[], int]) -> Run:
-    """Run once, counting the collector's passes."""
+def process_cpu_s(pid: int | None) -> float:
+    """CPU seconds so far of process ``pid`` (0.0 when it is not there)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return sum(int(f) for f in fields[11:13]) / os.sysconf("SC_CLK_TCK")
+
+
+def counted(run: Callable[[], int], server_pid: int | None) -> Run:
+    """Run once, counting the collector's passes and the server's CPU."""
     passes = [0]
 
     def on_gc(phase: str, info: dict[str, Any]) -> None:
@@ -227,12 +243,14 @@ def counted(run: Callable[[], int]) -> Run:
 
     gc.callbacks.append(on_gc)
     try:
+        s0 = process_cpu_s(server_pid)
         t0, c0, th0 = time.perf_counter(), time.process_time(), time.thread_time()
         out = run()
         return Run(
             time.perf_counter() - t0,
             time.process_time() - c0,
             time.thread_time() - th0,
+            process_cpu_s(server_pid) - s0,
             passes[0],
             out,
         )
@@ -244,6 +262,7 @@ def bench_full(
     client: EventsClient,
     blobs: list[bytes],
     *,
+    server_pid: int | None,
     first: int,
     n_events: int,
     stored: int,
@@ -313,7 +332,7 @@ def bench_full(
     try:
         for _ in range(args.repeat):  # interleaved: every variant once per round
             for name, run in runs.items():
-                rounds[name].append(counted(run))
+                rounds[name].append(counted(run, server_pid))
     finally:
         pool.shutdown()
     for name, got in rounds.items():
@@ -321,7 +340,7 @@ def bench_full(
     print(f"\n1. full stream, {args.epochs}-epoch range (best of {args.repeat} interleaved rounds)")
     print(
         f"{'':32} {'events/s':>10} {'MB/s':>7} {'seconds':>8} {'CPU us/ev':>9} "
-        f"{'caller':>7} {'gc':>5}  wall / ceiling, each round"
+        f"{'caller':>7} {'devnode':>7} {'gc':>5}  wall / ceiling, each round"
     )
     anchor = rounds["decode ceiling (1 thread)"]
     for name, got in rounds.items():
@@ -331,6 +350,7 @@ def bench_full(
             f"{name:32} {n_events / secs:10,.0f} {stored / 1e6 / secs:7.2f} {secs:8.3f} "
             f"{min(r.cpu_s for r in got) / n_events * 1e6:9.2f} "
             f"{min(r.caller_cpu_s for r in got) / n_events * 1e6:7.2f} "
+            f"{min(r.server_cpu_s for r in got) / n_events * 1e6:7.2f} "
             f"{min(r.gc_passes for r in got):5}  {ratios}"
         )
     dec_s = min(r.wall_s for r in anchor)
