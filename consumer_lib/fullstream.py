@@ -14,9 +14,9 @@ The seed's "Reading from Riak", for a range::
 Why decode last: the decoder holds the GIL, so decoding ahead on the pool overlaps
 with nothing but the fetches' waits, while every chunk decoded ahead stays alive until
 its turn: the collector scans it again and again and it is freed cold (consumer_lib
-DESIGN.md, "Figures": that was half the cost of a read). Fetching, verifying and
-decompressing release the GIL (socket waits, xxh3, zstd), so they overlap with the
-decode.
+DESIGN.md, "Figures": that was half the cost of a read). Socket waits, xxh3 and zstd
+release the GIL, so fetching, verifying and decompressing overlap with the decode
+(their Python half, http.client and buffer copies, does not).
 
 Memory is bounded whatever the range: at most ``prefetch`` chunks' stored and
 decompressed bytes are held ahead of the consumer (:mod:`consumer_lib.pipeline`), one
