@@ -29,6 +29,9 @@ Failure semantics:
    claiming a huge body): :class:`ChunkTooLarge` naming the key, the size and the cap,
    raised from the header before anything is decompressed; not retried (the same bytes
    are on every replica).
+7. **A body opened on the pool does not decode** (``chunk_blob(open_body=True)`` then
+   :meth:`Store.decode`): it is decoded again from the stored bytes, so the error and
+   its message are exactly those :meth:`Store.chunk` gives.
 """
 
 from __future__ import annotations
