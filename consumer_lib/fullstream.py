@@ -6,7 +6,7 @@ The seed's "Reading from Riak", for a range::
         refs = metadata <epoch>-<dc>            # 404: the epoch is empty
         keep the refs whose type/subtype pass the filter   # before fetching anything
         sort them in chunk order (type, subtype, chunk NUMBER)
-        fetch + verify + decompress each chunk on the pool, up to `prefetch` ahead
+        fetch + verify each chunk on the pool, up to `prefetch` chunks ahead (bytes)
     for each chunk, in order: decode it, on the consumer's thread, just before handing
         it out, with the collector's allowance for its objects (consumer_lib.collector)
     yield each epoch (or each chunk, or each event) in order
@@ -14,12 +14,14 @@ The seed's "Reading from Riak", for a range::
 Why decode last: the decoder holds the GIL, so decoding ahead on the pool overlaps
 with nothing but the fetches' waits, while every chunk decoded ahead stays alive until
 its turn: the collector scans it again and again and it is freed cold (consumer_lib
-DESIGN.md, "Figures": that was half the cost of a read). Socket waits, xxh3 and zstd
-release the GIL, so fetching, verifying and decompressing overlap with the decode
-(their Python half, http.client and buffer copies, does not).
+DESIGN.md, "Figures": that was half the cost of a read). Socket waits and xxh3
+release the GIL, so fetching and verifying overlap with the decode (their Python half,
+http.client, does not). Decompressing on the pool too was measured and lost: zstd
+releases the GIL, but the Python around it and the handing back cost the decoding
+thread more than the decompression.
 
-Memory is bounded whatever the range: at most ``prefetch`` chunks' stored and
-decompressed bytes are held ahead of the consumer (:mod:`consumer_lib.pipeline`), one
+Memory is bounded whatever the range: at most ``prefetch`` chunks' stored bytes are
+held ahead of the consumer (:mod:`consumer_lib.pipeline`), one
 decoded chunk (the one being handed out: :func:`events` drops it before decoding the
 next, :func:`chunks` too, though a caller's loop variable holds it until the next one
 replaces it), plus, for :func:`epochs`, the epoch being assembled.
@@ -151,7 +153,7 @@ def chunk_stream(
 
 def _blob(store: Store, key: EpochMark | ChunkKey) -> FetchedBlob:
     assert isinstance(key, ChunkKey)
-    return store.chunk_blob(key, open_body=True)
+    return store.chunk_blob(key)
 
 
 def group_epochs(stream: Iterable[EpochMark | Chunk]) -> Iterator[Epoch]:

@@ -29,9 +29,6 @@ Failure semantics:
    claiming a huge body): :class:`ChunkTooLarge` naming the key, the size and the cap,
    raised from the header before anything is decompressed; not retried (the same bytes
    are on every replica).
-7. **A body opened on the pool does not decode** (``chunk_blob(open_body=True)`` then
-   :meth:`Store.decode`): it is decoded again from the stored bytes, so the error and
-   its message are exactly those :meth:`Store.chunk` gives.
 """
 
 from __future__ import annotations
@@ -55,7 +52,6 @@ from consumer_lib.errors import (
     MetadataUnreadable,
     StoreUnavailable,
 )
-from eventstore import sereal
 from eventstore.blob import BlobTooManyObjects, DecodeLimits, unpack_blob, verify_postfix
 from eventstore.errors import (
     BlobError,
@@ -68,8 +64,6 @@ from eventstore.names import ChunkKey, ChunkRef, MetadataKey, Namespaces, parse_
 from eventstore.ratelog import LogSummary
 from eventstore.riak import NotFound, Retry, RiakClient, RiakError
 from eventstore.riak.types import Quorum, RiakObject
-from eventstore.sereal import document as sereal_document
-from eventstore.sereal.errors import SerealError
 from substreams.results import ResultRecord, read_result
 
 log = logging.getLogger(__name__)
@@ -115,10 +109,6 @@ class FetchedBlob:
         size_bytes: the stored size (what crossed the network).
         node: the node that served the good copy.
         bad_nodes: nodes that served a copy failing its checksum first (usually empty).
-        opened: with ``chunk_blob(key, open_body=True)``, the same document with its
-            body decompressed (uncompressed framing), for :meth:`Store.decode`; None
-            when there is nothing to gain (an uncompressed or protocol 1 document) or
-            the body does not open (the decode then reports why).
     """
 
     key: ChunkKey
@@ -126,7 +116,6 @@ class FetchedBlob:
     size_bytes: int
     node: str
     bad_nodes: tuple[str, ...] = ()
-    opened: bytes | None = None
 
 
 @dataclass(frozen=True)
@@ -236,39 +225,24 @@ class Store:
             ChunkUnreadable: it does not decode to a list of events.
         """
         key = blob.key
-        events: Any = None
-        if blob.opened is not None:
-            try:
-                events = sereal.decode(
-                    blob.opened, max_objects=self.decode_limits.max_decoded_objects
-                )
-            except SerealError:
-                events = None  # decoded again as stored below: the very error of chunk()
-        if not isinstance(events, list):
-            with _boundary(epoch=key.epoch, dc=key.dc, key=key.format()):
-                events = _events(blob.value, key, self.decode_limits)
+        with _boundary(epoch=key.epoch, dc=key.dc, key=key.format()):
+            events = _events(blob.value, key, self.decode_limits)
         return FetchedChunk(key, events, blob.size_bytes, blob.node, blob.bad_nodes)
 
-    def chunk_blob(self, key: ChunkKey, *, open_body: bool = False) -> FetchedBlob:
+    def chunk_blob(self, key: ChunkKey) -> FetchedBlob:
         """Read and verify one chunk listed in metadata, without decoding it: as
         :meth:`chunk` (same retries), the body's claimed size checked against
         ``decode_limits`` from its header.
-
-        Args:
-            key: the chunk.
-            open_body: also decompress the body (within the cap) into
-                ``FetchedBlob.opened``: zstd and xxh3 release the GIL, so a reader
-                doing this on its pool leaves only the decode to :meth:`decode`.
 
         Raises:
             ChunkMissing, ChunkCorrupt, StoreUnavailable: as :meth:`chunk`.
             ChunkTooLarge: the body would decode to more than the cap.
             ChunkUnreadable: the header is malformed.
         """
-        (value, opened), size, node, bad = self._read_chunk(
-            key, lambda value: _verified(value, key, self.decode_limits, open_body)
+        value, size, node, bad = self._read_chunk(
+            key, lambda value: _verified(value, key, self.decode_limits)
         )
-        return FetchedBlob(key, value, size, node, bad, opened)
+        return FetchedBlob(key, value, size, node, bad)
 
     def _read_chunk(
         self, key: ChunkKey, parse: Callable[[bytes], T]
@@ -410,26 +384,12 @@ def _events(value: bytes, key: ChunkKey, limits: DecodeLimits) -> list[dict[str,
     return events
 
 
-def _verified(
-    value: bytes, key: ChunkKey, limits: DecodeLimits, open_body: bool
-) -> tuple[bytes, bytes | None]:
-    """Verify a chunk and check its claimed body size from the header; returns ``value``
-    and, with ``open_body``, its document with the body decompressed (see
-    ``FetchedBlob.opened``). ChecksumMismatch passes through (the caller retries)."""
+def _verified(value: bytes, key: ChunkKey, limits: DecodeLimits) -> bytes:
+    """Verify a chunk and check its claimed body size from the header; returns ``value``.
+    ChecksumMismatch passes through (the caller retries)."""
     with _blob_errors(key):
-        document = verify_postfix(value, key.format())
-        cap = limits.check(document, len(value), key.format())
-    if not open_body:
-        return value, None
-    try:
-        body, start, base = sereal_document.open_document(
-            bytes(document), max_decompressed_size=cap
-        )
-    except SerealError:
-        return value, None  # the decode reports it, as chunk() would
-    if start != 0 or base != -1:
-        return value, None  # not decompressed (raw), or protocol 1 offsets: as stored
-    return value, sereal_document.wrap_body(body, compress=None)
+        limits.check(verify_postfix(value, key.format()), len(value), key.format())
+    return value
 
 
 @contextlib.contextmanager

@@ -15,15 +15,13 @@ from typing import Any, TypeVar
 import pytest
 
 from consumer_lib import ChunkMissing, EventsClient, fullstream
-from consumer_lib.errors import ChunkTooLarge, ChunkUnreadable
+from consumer_lib.errors import ChunkTooLarge
 from consumer_lib.ranges import EpochRange
 from consumer_lib.types import ChunkFilter, TaggedEvent, tag_chunk
 from eventstore import sereal
-from eventstore.blob import DecodeLimits, add_postfix
+from eventstore.blob import DecodeLimits
 from eventstore.riak import RiakClient
-from eventstore.sereal import compression
-from eventstore.sereal.document import open_document, wrap_body
-from eventstore.testing import Spec, store_chunks, write_epoch
+from eventstore.testing import Spec, write_epoch
 
 pytestmark = pytest.mark.integration
 
@@ -173,21 +171,11 @@ def test_the_application_s_own_threshold_is_kept(
     assert gc.get_threshold() == (5_000, 20, 30)
 
 
-def test_compressed_chunks_are_decompressed_on_the_pool_with_the_same_results(
-    client: EventsClient, riak: RiakClient, dc: str, monkeypatch: pytest.MonkeyPatch
+def test_events_are_tagged_as_tag_chunk_tags_them_across_batches(
+    client: EventsClient, riak: RiakClient, dc: str
 ) -> None:
     spec = big_spec(E0)
-    keys = write_epoch([riak], E0, dc, spec)
-    assert client.store.chunk_blob(keys[0], open_body=True).opened is not None  # zstd
-    assert client.store.chunk_blob(keys[0]).opened is None
-    threads: list[int] = []
-    decompress = compression.zstd_decompress
-
-    def counted(*args: Any) -> bytes:
-        threads.append(threading.get_ident())
-        return decompress(*args)
-
-    monkeypatch.setattr(compression, "zstd_decompress", counted)
+    write_epoch([riak], E0, dc, spec)
     expected = [e for chunk in spec["web", "app"] for e in chunk]
     tagged = list(client.events(dc, E0, E0 + 1))  # 300 a chunk: tagged in two batches
     assert [t.event for t in tagged] == expected
@@ -195,26 +183,6 @@ def test_compressed_chunks_are_decompressed_on_the_pool_with_the_same_results(
     assert [c.events for c in chunks] == spec["web", "app"]
     assert tagged == [t for c in chunks for t in tag_chunk(c)]  # what tag_chunk builds
     assert all(type(t) is TaggedEvent for t in tagged)
-    assert len(threads) == 8 and threading.get_ident() not in threads  # on the pool
-
-
-def test_a_body_that_does_not_decode_is_the_error_a_single_read_gives(
-    client: EventsClient, riak: RiakClient, dc: str
-) -> None:
-    document = sereal.encode([{"i": i, "http": {"status": 200}} for i in range(300)])
-    body, start, _ = open_document(document)
-    broken = bytearray(body[start:])
-    broken[len(broken) // 2] = 0  # a COPY tag pointing nowhere, mid-body
-    blob = add_postfix(wrap_body(bytes(broken), compress="zstd", compress_threshold=0))
-    (key,) = store_chunks([riak], E0, dc, [("web", "app", blob)])
-    assert client.store.chunk_blob(key, open_body=True).opened is not None
-    with pytest.raises(ChunkUnreadable) as single:
-        client.store.chunk(key)
-    with pytest.raises(ChunkUnreadable) as streamed:
-        list(client.events(dc, E0, E0 + 1))
-    assert "at byte" in str(single.value)  # the offset in the stored body, as before
-    assert str(streamed.value) == str(single.value)
-    assert streamed.value.key == key.format()
 
 
 def test_handing_out_chunks_starts_no_young_collection_over_them(
