@@ -385,41 +385,38 @@ typedef struct {
         PyObject *sub;     /* borrowed from tree; NULL: the key is not in it */
         PyObject *key;     /* the key (owned), when kept */
     } keys[512];
+    /* The same for keys spelled out in up to 7 bytes (encoders write short keys
+     * rather than a COPY as long as themselves), by their bytes: a SHORT_BINARY's
+     * bytes make one str throughout a decode (its binary mode is fixed). */
+    struct {
+        uint64_t bytes; /* (length + 1) << 56 | the bytes; 0: empty */
+        PyObject *tree;
+        PyObject *sub;
+        PyObject *key;
+    } shorts[256];
 } Proj;
+
+/* The short key at p (past PADs) packed as Proj.shorts keys it, or 0 (not short). */
+static inline uint64_t
+short_key_bytes(const Dec *d, Py_ssize_t p)
+{
+    if (p >= d->end)
+        return 0;
+    uint8_t t = d->data[p] & 0x7f;
+    Py_ssize_t n = t & 0x1f;
+    if (t < SRL_SHORT_BINARY_LOW || n > 7 || n >= d->end - p)
+        return 0;
+    uint64_t v = (uint64_t)(n + 1) << 56;
+    for (Py_ssize_t i = 0; i < n; i++)
+        v |= (uint64_t)d->data[p + 1 + i] << (8 * i);
+    return v;
+}
 
 static PyObject *project_value(Proj *pr, Py_ssize_t *pos, PyObject *tree);
 
 /* The key at *pos of a hash narrowed to `tree`: a new reference to it (NULL: not
  * kept, *pos past it) and its subtree in *sub, or NULL with *sub = NULL on error.
  * Reads and checks the key as read_hash does. */
-/* True (and *pos past it) when the key at *pos is a short ASCII string that no key of
- * a small `tree` spells: it is skipped as srl_dec_key would read it, without building a
- * str (ASCII bytes decode to the same str in every binary mode). False: not known. */
-static int
-literal_key_not_kept(Dec *d, Py_ssize_t *pos, PyObject *tree)
-{
-    Py_ssize_t p = past_pad(d, *pos);
-    if (p >= d->end || PyDict_GET_SIZE(tree) > 16)
-        return 0;
-    uint8_t t = d->data[p] & 0x7f;
-    Py_ssize_t n = t & 0x1f;
-    if (t < SRL_SHORT_BINARY_LOW || n >= d->end - p)
-        return 0;
-    const uint8_t *s = d->data + p + 1;
-    for (Py_ssize_t i = 0; i < n; i++)
-        if (s[i] >= 0x80)
-            return 0;
-    Py_ssize_t i = 0;
-    PyObject *k, *sub;
-    while (PyDict_Next(tree, &i, &k, &sub))
-        if (!PyUnicode_IS_COMPACT_ASCII(k) ||
-            (PyUnicode_GET_LENGTH(k) == n && memcmp(PyUnicode_1BYTE_DATA(k), s, (size_t)n) == 0))
-            return 0;
-    srl_mark_tag(d, p);
-    *pos = p + 1 + n;
-    return 1;
-}
-
 static PyObject *
 project_key(Proj *pr, Py_ssize_t *pos, PyObject *tree, PyObject **sub)
 {
@@ -454,11 +451,28 @@ project_key(Proj *pr, Py_ssize_t *pos, PyObject *tree, PyObject **sub)
             Py_XSETREF(pr->keys[slot].key, found == NULL ? NULL : Py_NewRef(key));
         }
     } else {
-        if (literal_key_not_kept(d, pos, tree))
-            return NULL;
+        Py_ssize_t kp = past_pad(d, p);
+        uint64_t bytes = short_key_bytes(d, kp);
+        size_t slot = (size_t)(((bytes ^ ((uint64_t)(uintptr_t)tree >> 4)) *
+                                0x9E3779B97F4A7C15ULL) >> 56);
+        if (bytes != 0 && pr->shorts[slot].bytes == bytes && pr->shorts[slot].tree == tree) {
+            /* Read as srl_dec_key reads it: PADs, the tag marked, the bytes. */
+            srl_mark_tag(d, kp);
+            *pos = kp + 1 + (Py_ssize_t)(bytes >> 56) - 1;
+            if ((found = pr->shorts[slot].sub) == NULL)
+                return NULL;
+            *sub = found;
+            return Py_NewRef(pr->shorts[slot].key);
+        }
         if ((key = srl_dec_key(d, pos, "hash key", &key_pos)) == NULL)
             return NULL;
         found = PyDict_GetItemWithError(tree, key);
+        if (bytes != 0 && (found != NULL || !PyErr_Occurred())) {
+            pr->shorts[slot].bytes = bytes;
+            pr->shorts[slot].tree = tree;
+            pr->shorts[slot].sub = found;
+            Py_XSETREF(pr->shorts[slot].key, found == NULL ? NULL : Py_NewRef(key));
+        }
     }
     if (found == NULL) {
         Py_DECREF(key);
@@ -628,6 +642,10 @@ srl_dec_projected(Dec *d, Py_ssize_t *pos, PyObject *tree)
                 pr->keys[i].target = -1;
                 pr->keys[i].key = NULL;
             }
+            for (int i = 0; i < 256; i++) {
+                pr->shorts[i].bytes = 0;
+                pr->shorts[i].key = NULL;
+            }
             if (t >= SRL_ARRAYREF_LOW) {
                 *pos = p + 1;
                 v = project_events(pr, p, pos, t & 0x0f, tree);
@@ -637,6 +655,8 @@ srl_dec_projected(Dec *d, Py_ssize_t *pos, PyObject *tree)
             }
             for (int i = 0; i < 512; i++)
                 Py_XDECREF(pr->keys[i].key);
+            for (int i = 0; i < 256; i++)
+                Py_XDECREF(pr->shorts[i].key);
             PyMem_Free(pr);
             d->depth--;
             return v;
