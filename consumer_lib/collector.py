@@ -2,7 +2,7 @@
 
 CPython starts a young (generation 0) collection when the tracked containers allocated
 and not yet freed exceed ``gc.get_threshold()[0]`` (700). A decoded chunk is
-thousands of such containers (a 170 KB chunk of 1,600 events: ~15,000), built while
+thousands of such containers (the events generator's: ~6 per event), built while
 the decoder pauses the collector; so the first allocation after the decode, e.g. the
 first tagged event, starts a collection that scans the whole chunk, and every tenth of
 them an older generation's. The one-thread decode ceiling never pays it: it frees each
@@ -19,11 +19,14 @@ allowances and, when the last one closes, sets back the value it found. If someo
 set the threshold meanwhile (``gc.set_threshold`` while a read is open), theirs wins:
 it is never overwritten, and the allowances open then release nothing. A threshold of
 0 (automatic collection off) is never raised. Thresholds 1 and 2 are never touched.
+A release made while the threshold is being updated on the same thread (an allocation
+in the update started a collection that closed a reader caught in a cycle) is applied
+by that update before it returns, not lost and not a deadlock.
 
-Failure semantics: an allowance is released by its ``with`` block's exit, so by the
-end of a reader, an exception in it, or the reader's ``close()`` (a ``break`` out of a
-loop over it, or its garbage collection); a reader suspended mid-chunk and kept alive
-keeps its allowance (the chunk's objects are alive too) until it is resumed or closed.
+Failure semantics: the reader releases its allowance in a ``finally``, so at its end,
+on an exception in it, or on its ``close()`` (a ``break`` out of a loop over it, or
+its garbage collection); a reader suspended mid-chunk and kept alive keeps its
+allowance (the chunk's objects are alive too) until it is resumed or closed.
 """
 
 from __future__ import annotations
