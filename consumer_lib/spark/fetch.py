@@ -25,6 +25,7 @@ from urllib.parse import urlsplit
 
 import httptools
 
+from consumer_lib.errors import ConsumerError
 from eventstore.riak import RiakClient, paths
 from eventstore.riak.errors import NotFound
 
@@ -35,8 +36,12 @@ log = logging.getLogger(__name__)
 _RECV_BYTES = 1 << 20
 
 
-class PipelineBroken(Exception):
-    """The pipeline stopped (why is the message); ``answered`` keys came back whole."""
+class PipelineBroken(ConsumerError):
+    """The pipeline stopped (why is the message); ``answered`` keys came back whole.
+    Internal to this module: :func:`get_all` never lets it out. Retriable: another
+    connection may answer."""
+
+    retriable = True
 
     def __init__(self, message: str, answered: int) -> None:
         super().__init__(message)
