@@ -26,7 +26,7 @@ body's top-level array (the events); a body that is not an array is not projecte
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 __all__ = ["Field", "Tree", "compile_fields", "merge", "project", "project_events"]
@@ -109,8 +109,34 @@ def project(value: Any, tree: Tree | None) -> Any:
     return out
 
 
-def project_events(events: list[Any], tree: Tree | None) -> list[Any]:
-    """Each event projected (the list itself when ``tree`` is ``None``)."""
+def _project_events_py(events: list[Any], tree: Tree | None) -> list[Any]:
+    """The reference of :func:`project_events` (used where the core is not built)."""
     if tree is None:
         return events
+    _check_tree(tree)
     return [project(e, tree) for e in events]
+
+
+def _check_tree(tree: Any) -> None:
+    # The compiled core's check (and the pure decoder's), so both sides raise alike.
+    from eventstore.sereal.pure.project import check_projection  # noqa: PLC0415 (cycle)
+
+    check_projection(tree)
+
+
+def project_events(events: list[Any], tree: Tree | None) -> list[Any]:
+    """Each event projected by :func:`project` (the list itself when ``tree`` is
+    ``None``); compiled in the Sereal core when it is built (``csrc/project_events.c``).
+
+    Raises:
+        ValueError: ``tree`` is not a tree: dicts from str to None or a tree, at most
+            ``MAX_DEPTH_CAP`` deep.
+    """
+    return _project_events(events, tree)
+
+
+_project_events: Callable[[list[Any], Tree | None], list[Any]]
+try:
+    from eventstore.sereal._sereal import project_events as _project_events
+except ImportError:  # the core is not built: the reference
+    _project_events = _project_events_py

@@ -14,6 +14,9 @@
 
 SrlState srl_state;
 
+/* project_events.c */
+PyObject *srl_py_project_events(PyObject *self, PyObject *args, PyObject *kwargs);
+
 PyObject *
 srl_raise(PyObject *cls, Py_ssize_t offset, const char *fmt, ...)
 {
@@ -186,6 +189,10 @@ static PyMethodDef methods[] = {
      METH_VARARGS | METH_KEYWORDS,
      "json_to_variant_packed(text, offsets, max_depth=512) -> (bytes, bytes, bytes, bytes)\n\n"
      "Packed JSON texts to Spark Variant values and metadata, each with n + 1 int32 offsets."},
+    {"project_events", (PyCFunction)(void (*)(void))srl_py_project_events,
+     METH_VARARGS | METH_KEYWORDS,
+     "project_events(events, tree) -> list\n\n"
+     "eventstore.sereal.projection.project_events: each event narrowed to the tree."},
     {NULL, NULL, 0, NULL},
 };
 
