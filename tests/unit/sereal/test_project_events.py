@@ -44,9 +44,16 @@ class Sub(dict[Any, Any]):
     """A dict subclass: projected like a dict (isinstance), to a plain dict."""
 
 
-# Few keys, so trees name keys the events have; not only str keys in events.
-KEYS = st.sampled_from(["a", "b", "c", "d", "http", "x.y", ""])
-EVENT_KEYS = st.one_of(KEYS, st.integers(0, 3), st.binary(max_size=2))
+class StrSub(str):
+    """A str subclass key: equal to the tree's str key, kept as the event's object."""
+
+    __slots__ = ()
+
+
+# Few keys, so trees name keys the events have (non-ASCII ones of each str kind); not
+# only str keys in events.
+KEYS = st.sampled_from(["a", "b", "c", "d", "http", "x.y", "", "né", "日本", "\U0001f600"])
+EVENT_KEYS = st.one_of(KEYS, KEYS.map(StrSub), st.integers(0, 3), st.binary(max_size=2))
 SCALARS = st.one_of(
     st.none(), st.booleans(), st.integers(), st.floats(allow_nan=False), st.text(max_size=5)
 )
@@ -90,6 +97,7 @@ def check(result: Any, value: Any, tree: Any) -> None:
     assert type(result) is dict
     assert result is not value
     assert list(result) == list(expected)
+    assert all(a is b for a, b in zip(result, expected, strict=True))  # the event's keys
     for key, item in value.items():
         if key in tree:
             check(result[key], item, tree[key])
@@ -133,6 +141,18 @@ def test_subclasses(impl: Project) -> None:
     assert type(out) is dict and list(out.items()) == [("c", 3), ("a", 1)]
     [out] = impl([Sub(b=Sub(c=1, d=2))], {"b": {"d": None}})
     assert type(out) is dict and type(out["b"]) is dict and out == {"b": {"d": 2}}
+
+
+def test_large_tree(impl: Project) -> None:
+    # More keys than the core's hash table of a tree holds: looked up in the dict.
+    tree: dict[str, Any] = {f"k{i}": None for i in range(20)}
+    tree["k3"] = {"x": None, "y": {"z": None}}
+    event = {f"k{i}": {"x": i, "y": {"z": i, "w": 0}, "v": 1} for i in range(25, -1, -1)}
+    outs = impl([event, Sub(event)], tree)
+    assert outs == _project_events_py([event, Sub(event)], tree)
+    out = outs[0]
+    assert list(out) == [f"k{i}" for i in range(19, -1, -1)]
+    assert out["k3"] == {"x": 3, "y": {"z": 3}} and out["k4"] is event["k4"]
 
 
 class Boom:
