@@ -7,9 +7,9 @@ and wherever the compiled core is not built.
 from __future__ import annotations
 
 from eventstore.sereal.document import BodyCodec, Codec, Header
-from eventstore.sereal.pure.decoder import decode_body
 from eventstore.sereal.pure.encoder import encode_body
 from eventstore.sereal.pure.json import array_to_json_lines, array_to_json_packed
+from eventstore.sereal.pure.project import decode_body
 from eventstore.sereal.pure.variant import json_to_variant_packed
 
 IMPLEMENTATION = "pure"

@@ -67,7 +67,6 @@ def decode_body(  # noqa: PLR0917  (the body-codec contract, DESIGN.md)
     binary: int,
     max_depth: int,
     max_objects: int = -1,
-    projection: dict[str, Any] | None = None,
 ) -> tuple[Any, int]:
     """Decode one tagged item (after any PAD bytes) starting at ``data[pos]``.
 
@@ -82,10 +81,6 @@ def decode_body(  # noqa: PLR0917  (the body-codec contract, DESIGN.md)
         max_depth: nesting levels allowed (see DESIGN.md, "Depth").
         max_objects: objects the decode may build, counted as DESIGN.md ("Bounded
             decoding") says; -1 for no limit.
-        projection: a compiled projection tree
-            (:func:`eventstore.sereal.projection.compile_fields`) to narrow each element
-            of a top-level array to, skipping the rest (DESIGN.md, "Projection"); None:
-            everything.
 
     Returns:
         ``(value, index just after the item)``. Trailing bytes are the caller's concern.
@@ -94,6 +89,21 @@ def decode_body(  # noqa: PLR0917  (the body-codec contract, DESIGN.md)
         SerealDecodeError: a subclass naming the problem, with the offset into ``data``
             (:class:`DecodeBudgetExceeded` past ``max_objects``).
     """
+    dec = new_decoder(data, pos, end, base, binary, max_depth, max_objects)
+    # Up to six frames per level: PAD, handler, REFN, container, fill loop.
+    with room_for(6 * max_depth):
+        return _HANDLERS[data[pos]](dec, pos, 0)
+
+
+def new_decoder(  # noqa: PLR0917  (decode_body's arguments)
+    data: bytes, pos: int, end: int, base: int, binary: int, max_depth: int, max_objects: int
+) -> _Decoder:
+    """A decoder over the body, its arguments checked as :func:`decode_body` says (also
+    the projected decode's start, ``pure/project.py``).
+
+    Raises:
+        ValueError: an argument out of its domain. TruncatedInput: an empty body.
+    """
     if not isinstance(max_objects, int) or isinstance(max_objects, bool) or max_objects < -1:
         raise ValueError(f"max_objects must be >= 0 (or -1: no limit), got {max_objects!r}")
     if binary not in (tags.BINARY_UTF8, tags.BINARY_LATIN1, tags.BINARY_BYTES):
@@ -101,18 +111,10 @@ def decode_body(  # noqa: PLR0917  (the body-codec contract, DESIGN.md)
     if not 0 <= pos <= end <= len(data):
         raise ValueError(f"bad body bounds pos={pos} end={end} len={len(data)}")
     check_max_depth(max_depth)
-    if projection is not None:
-        from eventstore.sereal.pure import project  # noqa: PLC0415  (it imports this module)
-
-        project.check_projection(projection)
     dec = _Decoder(data, pos, end, base, binary, max_depth, max_objects)
     if pos >= end:
         raise TruncatedInput("empty body", end)
-    # Up to six frames per level: PAD, handler, REFN, container, fill loop.
-    with room_for(6 * max_depth):
-        if projection is not None:
-            return project.decode_projected(dec, pos, projection)
-        return _HANDLERS[data[pos]](dec, pos, 0)
+    return dec
 
 
 def perl_truthy(value: Any) -> bool:

@@ -19,14 +19,43 @@ from eventstore.sereal import tags
 from eventstore.sereal.errors import BadBackReference, TruncatedInput
 from eventstore.sereal.limits import MAX_DEPTH_CAP
 from eventstore.sereal.projection import Tree, project
-from eventstore.sereal.pure.decoder import _HANDLERS, _Decoder, _unknown
+from eventstore.sereal.pure.decoder import _HANDLERS, _Decoder, _unknown, new_decoder
+from eventstore.sereal.pure.decoder import decode_body as decode_full
+from eventstore.sereal.pure.recursion import room_for
 
-__all__ = ["check_projection", "decode_projected"]
+__all__ = ["check_projection", "decode_body", "decode_projected"]
 
 _F = tags.TRACK_FLAG
 _OBJECT_TAGS = frozenset({tags.OBJECT, tags.OBJECTV, tags.OBJECT_FREEZE, tags.OBJECTV_FREEZE})
 # Tags whose F bit means nothing (the full decoder treats them as without it).
 _F_IGNORED = frozenset({tags.PAD, *(t for t in range(0x80) if _HANDLERS[t] is _unknown)})
+
+
+def decode_body(  # noqa: PLR0917  (the body-codec contract, DESIGN.md)
+    data: bytes,
+    pos: int,
+    end: int,
+    base: int,
+    binary: int,
+    max_depth: int,
+    max_objects: int = -1,
+    projection: Tree | None = None,
+) -> tuple[Any, int]:
+    """The pure codec's ``decode_body``: :func:`eventstore.sereal.pure.decoder.decode_body`
+    (arguments and errors as there), each element of a top-level array narrowed to
+    ``projection`` (a compiled tree, :func:`eventstore.sereal.projection.compile_fields`;
+    None: everything), skipping the rest (DESIGN.md, "Projection").
+
+    Raises:
+        ValueError: also for a ``projection`` that is not a tree (checked first).
+    """
+    if projection is None:
+        return decode_full(data, pos, end, base, binary, max_depth, max_objects)
+    check_projection(projection)
+    dec = new_decoder(data, pos, end, base, binary, max_depth, max_objects)
+    # Up to six frames per level: PAD, handler, REFN, container, fill loop.
+    with room_for(6 * max_depth):
+        return decode_projected(dec, pos, projection)
 
 
 def check_projection(tree: Any) -> None:

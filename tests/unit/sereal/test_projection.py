@@ -23,7 +23,7 @@ from eventstore.blob import pack_blob, unpack_blob
 from eventstore.sereal import document, tags
 from eventstore.sereal.errors import DecodeBudgetExceeded, SerealError
 from eventstore.sereal.projection import Tree, compile_fields, project, project_events
-from eventstore.sereal.pure import decoder as pure_decoder
+from eventstore.sereal.pure import project as pure_project
 from eventstore.sereal.types import PerlObject, PerlRef
 from relocator.events import generate_events
 
@@ -47,7 +47,7 @@ SETTINGS = settings(max_examples=300, deadline=None, suppress_health_check=[Heal
 
 
 def backends() -> list[Any]:
-    return [pure_decoder] if compiled is None else [compiled, pure_decoder]
+    return [pure_project] if compiled is None else [compiled, pure_project]
 
 
 def outcome(codec: Any, body: bytes, binary: int = 0, **kw: Any) -> tuple[str, Any]:
@@ -200,7 +200,7 @@ def test_projection_of_valid_bodies(
     data: st.DataObject, events: list[Any], dedupe: bool, binary: int
 ) -> None:
     body = encodable(events, dedupe)
-    full = outcome(pure_decoder, body, binary)
+    full = outcome(pure_project, body, binary)
     assert full[0] == "ok"
     check_projection(body, data.draw(trees(full[1][0])), binary)
 
@@ -210,14 +210,14 @@ def test_projection_of_valid_bodies(
 def test_projection_of_any_body(data: st.DataObject, value: Any, dedupe: bool) -> None:
     """Bodies that are no array, or an array of anything, are projected by the rule."""
     body = encodable(value, dedupe)
-    check_projection(body, data.draw(trees(outcome(pure_decoder, body)[1][0])))
+    check_projection(body, data.draw(trees(outcome(pure_project, body)[1][0])))
 
 
 @SETTINGS
 @given(st.data(), st.lists(values(), min_size=1, max_size=4), st.booleans())
 def test_projection_of_mutated_bodies(data: st.DataObject, events: list[Any], dedupe: bool) -> None:
     body = encodable(events, dedupe)
-    tree = data.draw(trees(outcome(pure_decoder, body)[1][0]))
+    tree = data.draw(trees(outcome(pure_project, body)[1][0]))
     check_projection(data.draw(mutated(body)), tree, 0, data.draw(st.sampled_from([512, 3])))
 
 
