@@ -32,7 +32,7 @@ from typing import Any
 
 from eventstore.sereal.limits import MAX_DEPTH_CAP
 
-__all__ = ["Field", "Tree", "compile_fields", "merge", "project", "project_events"]
+__all__ = ["Field", "Tree", "check_tree", "compile_fields", "merge", "project", "project_events"]
 
 #: One field: a dotted path, or its parts.
 Field = str | Sequence[str]
@@ -116,12 +116,14 @@ def _project_events_py(events: list[Any], tree: Tree | None) -> list[Any]:
     """The reference of :func:`project_events` (used where the core is not built)."""
     if tree is None:
         return events
-    _check_tree(tree)
+    check_tree(tree)
     return [project(e, tree) for e in events]
 
 
-def _check_tree(tree: Any) -> None:
-    # The compiled core's check (csrc/decode_project.c), so both sides raise alike.
+def check_tree(tree: Any) -> None:
+    """Raise ValueError unless ``tree`` is a projection tree: dicts from str to None or
+    a tree, at most ``MAX_DEPTH_CAP`` deep (the compiled core's check too,
+    ``csrc/decode_project.c``, so every implementation refuses alike)."""
     stack = [(tree, 1)]
     while stack:
         node, depth = stack.pop()

@@ -17,13 +17,12 @@ from typing import Any
 
 from eventstore.sereal import tags
 from eventstore.sereal.errors import BadBackReference, TruncatedInput
-from eventstore.sereal.limits import MAX_DEPTH_CAP
-from eventstore.sereal.projection import Tree, project
+from eventstore.sereal.projection import Tree, check_tree, project
 from eventstore.sereal.pure.decoder import _HANDLERS, _Decoder, _unknown, new_decoder
 from eventstore.sereal.pure.decoder import decode_body as decode_full
 from eventstore.sereal.pure.recursion import room_for
 
-__all__ = ["check_projection", "decode_body", "decode_projected"]
+__all__ = ["decode_body", "decode_projected"]
 
 _F = tags.TRACK_FLAG
 _OBJECT_TAGS = frozenset({tags.OBJECT, tags.OBJECTV, tags.OBJECT_FREEZE, tags.OBJECTV_FREEZE})
@@ -51,28 +50,11 @@ def decode_body(  # noqa: PLR0917  (the body-codec contract, DESIGN.md)
     """
     if projection is None:
         return decode_full(data, pos, end, base, binary, max_depth, max_objects)
-    check_projection(projection)
+    check_tree(projection)
     dec = new_decoder(data, pos, end, base, binary, max_depth, max_objects)
     # Up to six frames per level: PAD, handler, REFN, container, fill loop.
     with room_for(6 * max_depth):
         return decode_projected(dec, pos, projection)
-
-
-def check_projection(tree: Any) -> None:
-    """Raise ValueError unless ``tree`` is a projection tree: dicts from str to None or
-    a tree, at most ``MAX_DEPTH_CAP`` deep (the compiled core's check, too)."""
-    stack = [(tree, 1)]
-    while stack:
-        node, depth = stack.pop()
-        if not isinstance(node, dict):
-            raise ValueError(f"a projection tree is a dict, not {type(node).__name__}")
-        if depth > MAX_DEPTH_CAP:
-            raise ValueError(f"projection tree deeper than {MAX_DEPTH_CAP}")
-        for key, sub in node.items():
-            if type(key) is not str:
-                raise ValueError(f"projection keys are str, not {type(key).__name__}")
-            if sub is not None:
-                stack.append((sub, depth + 1))
 
 
 def decode_projected(dec: _Decoder, pos: int, tree: Tree) -> tuple[Any, int]:
