@@ -43,21 +43,11 @@ from events import generate_events
 from report import emit, figure
 
 from eventstore.sereal.projection import compile_fields, project_events
+from relocator.events import WEB_SUBSTREAM_FIELDS
 
 PERL_SCRIPT = Path(__file__).resolve().parent / "perl" / "sereal_bench.pl"
 #: What a typical web substream reads (see the module docstring).
-PROJECTED_FIELDS = [
-    "epoch",
-    "type",
-    "subtype",
-    "dc",
-    "host",
-    "status",
-    "url",
-    "method",
-    "duration_ms",
-    "search.city",
-]
+PROJECTED_FIELDS = list(WEB_SUBSTREAM_FIELDS)
 PROJECTED_ROW = "decode, fields=PROJECTED_FIELDS (compiled)"
 ENCODE_OPTIONS: dict[str, Any] = {
     "compress": "zstd",

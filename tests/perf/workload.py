@@ -22,23 +22,12 @@ from typing import Any
 from eventstore import sereal
 from eventstore.chunking import split_blob
 from eventstore.sereal._sereal import frame_positions, join_bodies
+from relocator.events import WEB_SUBSTREAM_FIELDS
 
 #: Small enough that the blob is cut in a few chunks.
 SPLIT_CHUNK_MAX_BYTES = 64 * 1024
-#: A projected decode's fields: bench/sereal_bench.py's PROJECTED_FIELDS (what a web
-#: substream reads, a third of the events' keys).
-FIELDS = [
-    "epoch",
-    "type",
-    "subtype",
-    "dc",
-    "host",
-    "status",
-    "url",
-    "method",
-    "duration_ms",
-    "search.city",
-]
+#: A projected decode's fields (what a web substream reads, a third of the events' keys).
+FIELDS = list(WEB_SUBSTREAM_FIELDS)
 
 
 def encode(events: list[dict[str, Any]]) -> bytes:
