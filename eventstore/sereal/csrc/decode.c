@@ -411,20 +411,13 @@ srl_dec_container(Dec *d, Py_ssize_t tagpos, Py_ssize_t *pos, const SrlTrack *al
     if (!opened && srl_dec_enter(d, tagpos) < 0)
         return NULL;
     uint8_t t = d->data[tagpos];
-    Py_ssize_t p = tagpos + 1;
-    uint64_t n;
+    Py_ssize_t n;
     PyObject *v = NULL;
-    if (srl_dec_varint(d, &p, &n, "a count") == 0) {
-        if (n > (uint64_t)(d->end - p)) {
-            srl_raise(srl_state.TruncatedInput, d->end, "count %llu exceeds the %zd bytes left",
-                      (unsigned long long)n, d->end - p);
-        } else {
-            *pos = p;
-            if ((t & 0x7f) == SRL_ARRAY)
-                v = read_array(d, tagpos, pos, (Py_ssize_t)n, t & SRL_TRACK, also_track);
-            else
-                v = read_hash(d, tagpos, pos, (Py_ssize_t)n, t & SRL_TRACK, also_track);
-        }
+    if (srl_dec_count(d, tagpos, pos, &n) == 0) {
+        if ((t & 0x7f) == SRL_ARRAY)
+            v = read_array(d, tagpos, pos, n, t & SRL_TRACK, also_track);
+        else
+            v = read_hash(d, tagpos, pos, n, t & SRL_TRACK, also_track);
     }
     if (!opened)
         d->depth--;

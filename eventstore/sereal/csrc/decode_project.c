@@ -234,17 +234,10 @@ skip_items(Dec *d, Py_ssize_t *pos, Py_ssize_t n, int pairs)
 static int
 skip_container(Dec *d, Py_ssize_t tagpos, Py_ssize_t *pos)
 {
-    Py_ssize_t p = tagpos + 1;
-    uint64_t n;
-    if (srl_dec_varint(d, &p, &n, "a count") < 0)
+    Py_ssize_t n;
+    if (srl_dec_count(d, tagpos, pos, &n) < 0)
         return -1;
-    if (n > (uint64_t)(d->end - p)) {
-        srl_raise(srl_state.TruncatedInput, d->end, "count %llu exceeds the %zd bytes left",
-                  (unsigned long long)n, d->end - p);
-        return -1;
-    }
-    *pos = p;
-    return skip_items(d, pos, (Py_ssize_t)n, (d->data[tagpos] & 0x7f) == SRL_HASH);
+    return skip_items(d, pos, n, (d->data[tagpos] & 0x7f) == SRL_HASH);
 }
 
 /* Fully decode the item at *pos and drop it (the tables keep what later items need). */
@@ -526,17 +519,10 @@ fail:
 static PyObject *
 project_counted_hash(Proj *pr, Py_ssize_t tagpos, Py_ssize_t *pos, PyObject *tree)
 {
-    Dec *d = pr->d;
-    Py_ssize_t p = tagpos + 1;
-    uint64_t n;
-    if (srl_dec_varint(d, &p, &n, "a count") < 0)
+    Py_ssize_t n;
+    if (srl_dec_count(pr->d, tagpos, pos, &n) < 0)
         return NULL;
-    if (n > (uint64_t)(d->end - p))
-        return srl_raise(srl_state.TruncatedInput, d->end,
-                         "count %llu exceeds the %zd bytes left", (unsigned long long)n,
-                         d->end - p);
-    *pos = p;
-    return project_hash(pr, tagpos, pos, (Py_ssize_t)n, tree);
+    return project_hash(pr, tagpos, pos, n, tree);
 }
 
 /* The item at *pos narrowed to `tree`: an untracked hash (HASH, HASHREF_n, REFN HASH)
@@ -608,17 +594,10 @@ project_events(Proj *pr, Py_ssize_t tagpos, Py_ssize_t *pos, Py_ssize_t n, PyObj
 static PyObject *
 project_counted_array(Proj *pr, Py_ssize_t tagpos, Py_ssize_t *pos, PyObject *tree)
 {
-    Dec *d = pr->d;
-    Py_ssize_t p = tagpos + 1;
-    uint64_t n;
-    if (srl_dec_varint(d, &p, &n, "a count") < 0)
+    Py_ssize_t n;
+    if (srl_dec_count(pr->d, tagpos, pos, &n) < 0)
         return NULL;
-    if (n > (uint64_t)(d->end - p))
-        return srl_raise(srl_state.TruncatedInput, d->end,
-                         "count %llu exceeds the %zd bytes left", (unsigned long long)n,
-                         d->end - p);
-    *pos = p;
-    return project_events(pr, tagpos, pos, (Py_ssize_t)n, tree);
+    return project_events(pr, tagpos, pos, n, tree);
 }
 
 PyObject *

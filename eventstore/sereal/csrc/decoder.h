@@ -122,6 +122,26 @@ srl_dec_varint(Dec *d, Py_ssize_t *pos, uint64_t *out, const char *what)
     return srl_dec_varint_slow(d, pos, out, what);
 }
 
+/* The count of the ARRAY / HASH at tagpos into *n, *pos just after it; -1 with
+ * TruncatedInput set when the count cannot fit in the bytes left (every walker that
+ * builds or skips a container checks it so). */
+static inline int
+srl_dec_count(Dec *d, Py_ssize_t tagpos, Py_ssize_t *pos, Py_ssize_t *n)
+{
+    Py_ssize_t p = tagpos + 1;
+    uint64_t count;
+    if (srl_dec_varint(d, &p, &count, "a count") < 0)
+        return -1;
+    if (count > (uint64_t)(d->end - p)) {
+        srl_raise(srl_state.TruncatedInput, d->end, "count %llu exceeds the %zd bytes left",
+                  (unsigned long long)count, d->end - p);
+        return -1;
+    }
+    *pos = p;
+    *n = (Py_ssize_t)count;
+    return 0;
+}
+
 static inline int
 srl_is_string_tag(uint8_t tag)
 {
