@@ -6,8 +6,11 @@ Pure data, no I/O.
 from __future__ import annotations
 
 import fnmatch
-from collections.abc import Iterable, Iterator
+import importlib
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
+from itertools import repeat
 from typing import Any, Literal
 
 from consumer_lib.errors import InvalidArgument
@@ -259,7 +262,9 @@ _set_epoch, _set_dc, _set_type, _set_subtype, _set_chunk, _set_event = (
 
 
 def tag_chunk(chunk: Chunk) -> Iterator[TaggedEvent]:
-    """The events of one chunk, tagged (what ``TaggedEvent(...)`` builds, built faster)."""
+    """The events of one chunk, tagged (what ``TaggedEvent(...)`` builds, built faster).
+
+    One event at a time: the reference that :func:`tag_events` equals."""
     k = chunk.key
     epoch, dc, type_, subtype, number = k.epoch, k.dc, k.type, k.subtype, k.chunk
     for event in chunk.events:
@@ -271,3 +276,62 @@ def tag_chunk(chunk: Chunk) -> Iterator[TaggedEvent]:
         _set_chunk(tagged, number)
         _set_event(tagged, event)
         yield tagged
+
+
+#: TaggedEvent's slot descriptors in the order :func:`tag_events` sets them, event last.
+TAG_SLOTS: tuple[Any, ...] = tuple(
+    TaggedEvent.__dict__[name] for name in ("epoch", "dc", "type", "subtype", "chunk", "event")
+)
+
+#: ``(cls, slots, values, events) -> list``: a new ``cls`` per event, ``slots[:-1]`` set
+#: to ``values`` and the last slot to the event, each through its descriptor.
+Tagger = Callable[[type[Any], tuple[Any, ...], tuple[Any, ...], list[Any]], list[Any]]
+
+_drain: Callable[[Iterable[object]], None] = deque[object](maxlen=0).extend  # runs it in C
+
+
+def tag_events_py(
+    cls: type[Any], slots: tuple[Any, ...], values: tuple[Any, ...], events: list[Any]
+) -> list[Any]:
+    """The reference of the core's ``tag_events`` (used where the core is not built):
+    what :func:`tag_chunk` does per event, by C loops (``map``) a slot at a time
+    instead of a Python loop per event (about a fifth cheaper)."""
+    n = len(events)
+    batch = list(map(_new, repeat(cls, n)))
+    for slot, value in zip(slots[:-1], values, strict=True):
+        _drain(map(slot.__set__, batch, repeat(value, n)))
+    _drain(map(slots[-1].__set__, batch, events))
+    return batch
+
+
+def _core_tagger() -> Tagger:
+    try:
+        # By name, as eventstore.sereal looks its core up (an import statement of the
+        # extension would be an edge of the import graph to a module not parsed).
+        tagger: Tagger = importlib.import_module("eventstore.sereal._sereal").tag_events
+    except (ImportError, AttributeError):  # the core is not built (or older): the reference
+        return tag_events_py
+    return tagger
+
+
+#: The tagger :func:`tag_events` uses: the core's (``csrc/tag_events.c``) when built.
+TAGGER: Tagger = _core_tagger()
+
+
+def tag_events(events: list[Event], key: ChunkKey) -> list[TaggedEvent]:
+    """``events`` tagged with ``key``'s epoch, dc, type, subtype and chunk, in one call.
+
+    Equal object for object to :func:`tag_chunk` (a new :class:`TaggedEvent` per
+    event, holding these very objects); built by the Sereal core when it is built
+    (``eventstore/sereal/csrc/tag_events.c``: an allocation and six stores per event,
+    where the descriptors cost ~0.2 us), else by :func:`tag_events_py`.
+
+    Args:
+        events: the decoded events (a list).
+        key: the chunk they were read from.
+
+    Returns:
+        A new list of :class:`TaggedEvent`, in the order of ``events``.
+    """
+    values = (key.epoch, key.dc, key.type, key.subtype, key.chunk)
+    return TAGGER(TaggedEvent, TAG_SLOTS, values, events)

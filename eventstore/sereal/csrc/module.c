@@ -16,6 +16,8 @@ SrlState srl_state;
 
 /* project_events.c */
 PyObject *srl_py_project_events(PyObject *self, PyObject *args, PyObject *kwargs);
+/* tag_events.c */
+PyObject *srl_py_tag_events(PyObject *self, PyObject *args, PyObject *kwargs);
 
 PyObject *
 srl_raise(PyObject *cls, Py_ssize_t offset, const char *fmt, ...)
@@ -193,6 +195,9 @@ static PyMethodDef methods[] = {
      METH_VARARGS | METH_KEYWORDS,
      "project_events(events, tree) -> list\n\n"
      "eventstore.sereal.projection.project_events: each event narrowed to the tree."},
+    {"tag_events", (PyCFunction)(void (*)(void))srl_py_tag_events, METH_VARARGS | METH_KEYWORDS,
+     "tag_events(cls, slots, values, events) -> list\n\n"
+     "A new cls per event, its slot descriptors set to values and the event (last)."},
     {NULL, NULL, 0, NULL},
 };
 
