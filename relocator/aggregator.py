@@ -9,6 +9,11 @@ chunks of its epoch, and its entries are merged into the existing metadata; it i
 counted, never dropped. Frames replayed from the journal after a restart go the same
 way (closed at once) but are not counted late.
 
+A group handed out by ``due`` still counts in ``open_positions`` until the coordinator
+says it is stored (``sealed``): between the two it exists only in memory, in the sealer,
+and a status read then must not see "nothing open, no batch" (a false "drained": the
+events are acknowledged but in no batch yet).
+
 Thread-safety: ``add`` runs on the journal writer thread, ``due`` on the coordinator; a
 lock guards the groups. Pure logic otherwise (the clock is injected).
 """
@@ -64,6 +69,7 @@ class Aggregator:
         self._metrics = metrics
         self._clock = clock
         self._open: dict[tuple[int, str], Group] = {}
+        self._sealing = 0  # events of groups handed out by due() and not yet sealed()
         self._lock = threading.Lock()
 
     def add_raw(self, positions: list[int], records: list[bytes]) -> None:
@@ -144,13 +150,24 @@ class Aggregator:
                 group.segments[segment] = group.segments.get(segment, 0) + 1
 
     def due(self, now: float | None = None) -> list[Group]:
-        """Remove and return the groups whose close time has come (all with ``now=inf``)."""
+        """Remove and return the groups whose close time has come (all with ``now=inf``).
+
+        Their events still count in :meth:`open_positions` until :meth:`sealed`.
+        """
         t = self._clock() if now is None else now
         with self._lock:
             ready = [k for k, g in self._open.items() if g.close_at <= t]
-            return [self._open.pop(k) for k in sorted(ready)]
+            groups = [self._open.pop(k) for k in sorted(ready)]
+            self._sealing += sum(g.count for g in groups)
+            return groups
+
+    def sealed(self, groups: list[Group]) -> None:
+        """Groups from :meth:`due` are now stored batches: stop counting their events."""
+        with self._lock:
+            self._sealing -= sum(g.count for g in groups)
 
     def open_positions(self) -> int:
-        """Events waiting in open groups."""
+        """Events in memory only: in open groups, or handed out by :meth:`due` and not
+        yet :meth:`sealed`."""
         with self._lock:
-            return sum(g.count for g in self._open.values())
+            return self._sealing + sum(g.count for g in self._open.values())

@@ -333,6 +333,9 @@ class Relocator:
         if due:
             batches = self.sealer.seal_all(due, self._seal_pool)
             self._store(zip(batches, (g.segments for g in due), strict=True))
+            # after _store: the events are counted as batches before they stop being
+            # counted as open (status never shows them nowhere)
+            self.aggregator.sealed(due)
         if self.zk is not None:
             self._coordinate(self.zk)
         if self.spool is not None:
@@ -548,10 +551,14 @@ class Relocator:
     def status(self) -> dict[str, object]:
         """What ``/status`` shows: backlogs, events pushed per cluster since start, open
         events, owned units."""
+        # Read open events before batches: events stop being open only after their
+        # batch is indexed, and a batch leaves the index only once every cluster holds
+        # it, so "0 open, 0 batches" read in this order means every event is pushed.
+        open_events = self.aggregator.open_positions()
         return {
             "writer_id": self.settings.writer_id,
             "batches": len(self._index),
-            "open_events": self.aggregator.open_positions(),
+            "open_events": open_events,
             "backlog": {p.name: p.backlog() for p in self.pushers},
             "events_pushed": {p.name: p.events_pushed for p in self.pushers},
             "owned_units": sorted(self.zk.owned()) if self.zk else None,

@@ -261,7 +261,7 @@ def test_a_session_expired_under_the_relocator(
         epochs = range(first_epoch - 1, int(time.time()) + 2)
         try:
             _check_stored(riak, dc, epochs, want)
-        except AssertionError as e:  # rare in CI, never reproduced alone: say what was there
+        except AssertionError as e:  # say what the store and the relocator held
             raise AssertionError(f"{e}\n{_evidence(riak, dc, epochs, daemon.status())}") from None
         assert runner.is_alive()
     finally:

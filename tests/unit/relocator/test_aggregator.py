@@ -117,3 +117,18 @@ def test_late_blocks_are_counted_per_event() -> None:
     assert m.late._value.get() == 3
     (late,) = agg.due()
     assert late.late == 3 and late.count == 3
+
+
+def test_groups_handed_out_count_as_open_until_sealed() -> None:
+    """Between ``due`` and ``sealed`` the events are in no open group and in no stored
+    batch yet: they must still count, or a status read then says "drained"."""
+    agg = Aggregator(grace_s=1.0, max_hold_s=30, metrics=Metrics(), clock=Clock(100.5))
+    agg.add([1, 2, 3], [frame(100), frame(100), frame(101)])
+    first = agg.due(102.0)
+    assert [g.count for g in first] == [2]
+    assert agg.open_positions() == 3
+    rest = agg.due(float("inf"))
+    agg.sealed(first)
+    assert agg.open_positions() == 1
+    agg.sealed(rest)
+    assert agg.open_positions() == 0
