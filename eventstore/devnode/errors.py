@@ -109,6 +109,16 @@ class EntityTooLarge(DevnodeError):
     status = 413
 
 
+class PreconditionFailed(DevnodeError):
+    """A PUT's ``If-Match`` or ``If-None-Match`` did not hold (412, empty body, as
+    webmachine answers for riak_kv_wm_object)."""
+
+    status = 412
+
+    def body(self) -> bytes:
+        return b""
+
+
 class UnsupportedMediaType(DevnodeError):
     """The Content-Type is not a ``type/subtype`` media type, or props not JSON (415)."""
 

@@ -3,7 +3,10 @@
 Status codes and headers follow riak_kv's ``riak_kv_wm_object`` resource:
 GET 200 (304 on a matching If-None-Match), 404 ``not found`` (with
 ``X-Riak-Deleted: true`` and the tombstone's ``X-Riak-Vclock`` for a deleted key);
-PUT 204, or 200 with the object when ``returnbody=true``; 400 without Content-Type or
+PUT 204, or 200 with the object when ``returnbody=true``, 412 when its ``If-Match`` or
+``If-None-Match`` does not hold for the live object (webmachine's decisions; like Riak,
+not atomic against a concurrent PUT; ``If-(Un)Modified-Since`` on a PUT is refused with
+a 400 rather than ignored); 400 without Content-Type or
 with a bad option; 415 for a Content-Type that is not ``type/subtype``; 413 over the
 size limit (refused while the body is read); DELETE 204, or 404 when nothing live is
 there. 300 is never produced: every bucket type here has last_write_wins. An unknown
@@ -32,7 +35,12 @@ from starlette.responses import Response
 from eventstore.devnode import records
 from eventstore.devnode.bodies import read_body
 from eventstore.devnode.buckets import is_quorum, resolve_quorum
-from eventstore.devnode.errors import InvalidRequest, ObjectNotFound, UnsupportedMediaType
+from eventstore.devnode.errors import (
+    InvalidRequest,
+    ObjectNotFound,
+    PreconditionFailed,
+    UnsupportedMediaType,
+)
 from eventstore.devnode.records import StoredObject
 from eventstore.devnode.state import Devnode
 
@@ -144,6 +152,8 @@ async def put_object(request: Request) -> Response:
     content_type, charset = _content_type(request)
     value = await read_body(request, devnode.settings.max_object_bytes, "object")
     now_s = time.time()
+    loc_key = records.location_key(bucket_type, bucket, key)
+    _check_preconditions(devnode, request, loc_key, now_s)
     expiry_s = devnode.expiry_s(bucket_type)
     write_ms = int(now_s * 1000)
     obj = StoredObject(
@@ -158,7 +168,6 @@ async def put_object(request: Request) -> Response:
         write_time_ms=write_ms,
         purge_at_ms=write_ms + int(expiry_s * 1000) if expiry_s else 0,
     )
-    loc_key = records.location_key(bucket_type, bucket, key)
     await devnode.wait(devnode.store.write(loc_key, obj))
     devnode.puts.add(now_s)
     devnode.object_bytes_written += len(value)
@@ -213,6 +222,49 @@ def object_headers(bucket_type: str, bucket: str, obj: StoredObject) -> dict[str
     }
     headers.update(obj.usermeta)
     return headers
+
+
+def _check_preconditions(devnode: Devnode, request: Request, loc_key: bytes, now_s: float) -> None:
+    """A PUT's conditional headers, decided as webmachine decides them for Riak's object
+    resource: with a live object, ``If-Match`` must name its ETag (or be ``*``) and
+    ``If-None-Match`` must be neither ``*`` nor its ETag; without one, only
+    ``If-Match: *`` fails.
+
+    Raises:
+        PreconditionFailed: a condition does not hold (412).
+        InvalidRequest: ``If-Modified-Since``/``If-Unmodified-Since`` (not implemented
+            here: refused rather than ignored).
+    """
+    for name in ("if-modified-since", "if-unmodified-since"):
+        if name in request.headers:
+            raise InvalidRequest(f"the devnode does not implement {name} on a PUT")
+    if_match = request.headers.get("if-match")
+    if_none_match = request.headers.get("if-none-match")
+    if if_match is None and if_none_match is None:
+        return
+    try:
+        etag: str | None = _live(devnode, loc_key, now_s).vtag
+    except ObjectNotFound:
+        etag = None
+    if etag is None:
+        if if_match is not None and if_match.strip() == "*":
+            raise PreconditionFailed("If-Match: * and no object")
+        return
+    if if_match is not None and if_match.strip() != "*" and etag not in _etags(if_match):
+        raise PreconditionFailed("If-Match does not name the object's ETag")
+    if if_none_match is not None and (
+        if_none_match.strip() == "*" or etag in _etags(if_none_match)
+    ):
+        raise PreconditionFailed("If-None-Match names the object")
+
+
+def _etags(header: str) -> set[str]:
+    """The entity tags of an If-Match/If-None-Match header, unquoted (weak ones too)."""
+    tags = set()
+    for part in header.split(","):
+        tag = part.strip().removeprefix("W/")
+        tags.add(tag[1:-1] if len(tag) >= 2 and tag[0] == tag[-1] == '"' else tag)
+    return tags
 
 
 def _live(devnode: Devnode, loc_key: bytes, now_s: float) -> StoredObject:

@@ -155,6 +155,8 @@ class RiakClient:
         pw: Quorum | None = None,
         returnbody: bool = False,
         timeout: int | None = None,
+        if_match: str | None = None,
+        if_none_match: str | None = None,
     ) -> RiakObject | None:
         """Store one object.
 
@@ -167,11 +169,20 @@ class RiakClient:
             w, dw, pw: Riak's write options (``None``: the bucket's own).
             returnbody: ask Riak to answer with the stored object.
             timeout: Riak's server-side timeout, milliseconds.
+            if_match: store only if the object's ETag (``RiakObject.etag``) is this
+                one, or ``"*"``: only if there is an object.
+            if_none_match: ``"*"``: store only if there is no object (or an ETag:
+                only if the object's is another). Riak checks these on the
+                coordinating node: not atomic against a concurrent PUT, but a request
+                that arrives late (a retry, a stalled node) cannot overwrite what was
+                written since its read.
 
         Returns:
             The stored object when ``returnbody``, else ``None``.
 
         Raises:
+            PreconditionFailed: ``if_match``/``if_none_match`` did not hold (412; also
+                when a retried try finds the first one's write: read again to know).
             BadRequest: Riak refused the request (e.g. a quorum above n_val).
             RiakError: any other failure, after retries.
         """
@@ -183,6 +194,9 @@ class RiakClient:
             headers[f"X-Riak-Meta-{name}"] = meta_value
         if vclock is not None:
             headers["X-Riak-Vclock"] = vclock
+        for header, tag in (("If-Match", if_match), ("If-None-Match", if_none_match)):
+            if tag is not None:
+                headers[header] = tag if tag == "*" else f'"{tag}"'
         target = paths.object_path(bucket_type, bucket, key) + paths.query(
             {
                 "w": w,

@@ -21,6 +21,7 @@ from eventstore.riak import (
     BadRequest,
     BucketTypeNotFound,
     NotFound,
+    PreconditionFailed,
     PutItem,
     Retry,
     RiakClient,
@@ -235,6 +236,40 @@ def test_overwrite_with_vclock(riak: RiakClient, bucket: str) -> None:
     first = riak.get("events", bucket, "vc")
     riak.put("events", bucket, "vc", b"second", vclock=first.vclock)
     assert riak.get("events", bucket, "vc").value == b"second"
+
+
+@pytest.mark.parametrize("bucket_type", ["epochs", "events"])
+def test_conditional_put_refuses_a_stale_write(
+    riak: RiakClient, bucket: str, bucket_type: str
+) -> None:
+    """If-Match / If-None-Match on PUT (412 when they do not hold; the metadata merge
+    relies on them so that a late PUT cannot overwrite a newer value)."""
+    key = "1413813813-1"
+    riak.put(bucket_type, bucket, key, b"v1", content_type="text/plain", if_none_match="*")
+    with pytest.raises(PreconditionFailed):
+        riak.put(
+            bucket_type, bucket, key, b"v1-again", content_type="text/plain", if_none_match="*"
+        )
+    first = riak.get(bucket_type, bucket, key)
+    assert first.etag and first.value == b"v1"
+    riak.put(bucket_type, bucket, key, b"v2", content_type="text/plain", if_match=first.etag)
+    second = riak.get(bucket_type, bucket, key)
+    assert second.value == b"v2" and second.etag != first.etag
+    with pytest.raises(PreconditionFailed):  # read before v2: refused, v2 stays
+        riak.put(bucket_type, bucket, key, b"stale", content_type="text/plain", if_match=first.etag)
+    with pytest.raises(PreconditionFailed):
+        riak.put(
+            bucket_type, bucket, key, b"v3", content_type="text/plain", if_none_match=second.etag
+        )
+    assert riak.get(bucket_type, bucket, key).value == b"v2"
+    riak.put(bucket_type, bucket, key, b"v3", content_type="text/plain", if_match="*")
+    assert riak.get(bucket_type, bucket, key).value == b"v3"
+    with pytest.raises(PreconditionFailed):
+        riak.put(
+            bucket_type, bucket, "never-written", b"x", content_type="text/plain", if_match="*"
+        )
+    with pytest.raises(NotFound):
+        riak.get(bucket_type, bucket, "never-written")
 
 
 def test_concurrent_puts_to_one_key_leave_one_value(riak: RiakClient, bucket: str) -> None:

@@ -4,6 +4,8 @@ entry another wrote (ZooKeeper lock across processes, re-read verification)."""
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 
@@ -67,3 +69,63 @@ def test_merge_keeps_entries_written_by_someone_else(riak: RiakClient, dc: str) 
     assert value == "lb:haproxy:7|web::10|web::3"
     # idempotent: merging the same entries again writes nothing new
     assert writer.merge("a", riak, epoch, dc, [ChunkRef("web", "", 10)]) == value
+
+
+class _LateWriter(RiakClient):
+    """A client whose next PUT to ``key`` is preceded by another writer's merge: the
+    interleaving a late PUT (a retry, a stalled node) or a writer outside the lock
+    makes, forced in order against the real store."""
+
+    def __init__(self, url: str, key: str, before_put: Callable[[], object]) -> None:
+        super().__init__([url])
+        self._key = key
+        self._before_put: Callable[[], object] | None = before_put
+
+    def put(self, bucket_type: str | None, bucket: str, key: str, value: bytes, **kw: Any) -> Any:
+        if key == self._key and self._before_put is not None:
+            before, self._before_put = self._before_put, None
+            before()
+        return super().put(bucket_type, bucket, key, value, **kw)
+
+
+def test_a_write_since_our_read_is_never_overwritten(
+    riak: RiakClient, riak_url: str, dc: str
+) -> None:
+    """Between our read and our PUT another writer adds an entry: our PUT is refused
+    (If-Match), the next round merges both; an unconditional PUT would drop theirs."""
+    epoch = 1_700_000_002
+    key = f"{epoch}-{dc}"
+    riak.put("epochs", "epochs", key, b"web::1", content_type="text/plain")
+    other = MetadataWriter(bucket_type="epochs", bucket="epochs", max_rounds=3)
+    repairs: list[str] = []
+    ours = MetadataWriter(
+        bucket_type="epochs", bucket="epochs", max_rounds=3, on_repair=repairs.append
+    )
+    client = _LateWriter(
+        riak_url, key, lambda: other.merge("a", riak, epoch, dc, [ChunkRef("web", "", 2)])
+    )
+    try:
+        value = ours.merge("a", client, epoch, dc, [ChunkRef("web", "", 3)])
+    finally:
+        client.close()
+    assert value == "web::1|web::2|web::3"
+    assert riak.get("epochs", "epochs", key).value == b"web::1|web::2|web::3"
+    assert repairs == ["a"]  # the second round
+
+
+def test_a_new_key_created_since_our_read_is_never_overwritten(
+    riak: RiakClient, riak_url: str, dc: str
+) -> None:
+    """The same when the key did not exist at our read (If-None-Match: *)."""
+    epoch = 1_700_000_003
+    key = f"{epoch}-{dc}"
+    other = MetadataWriter(bucket_type="epochs", bucket="epochs", max_rounds=3)
+    ours = MetadataWriter(bucket_type="epochs", bucket="epochs", max_rounds=3)
+    client = _LateWriter(
+        riak_url, key, lambda: other.merge("a", riak, epoch, dc, [ChunkRef("lb", "", 5)])
+    )
+    try:
+        value = ours.merge("a", client, epoch, dc, [ChunkRef("web", "", 3)])
+    finally:
+        client.close()
+    assert value == "lb::5|web::3"
