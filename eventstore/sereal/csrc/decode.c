@@ -10,35 +10,6 @@
 
 #include <string.h>
 
-int
-srl_dec_varint_slow(Dec *d, Py_ssize_t *pos, uint64_t *out, const char *what)
-{
-    /* The multi-byte varints of an event (COPY offsets, timestamps, counters) with
-     * nine bytes of room: no bound or overflow check per byte (nine bytes hold 63
-     * bits). Longer or near the end: the checked reader. */
-    Py_ssize_t p = *pos;
-    if (d->end - p >= 9) {
-        const uint8_t *s = d->data + p;
-        uint64_t v = 0;
-        for (int i = 0; i < 9; i++) {
-            v |= (uint64_t)(s[i] & 0x7f) << (7 * i);
-            if (!(s[i] & 0x80)) {
-                *out = v;
-                *pos = p + i + 1;
-                return 0;
-            }
-        }
-    }
-    int rc = srl_read_varint(d->data, pos, d->end, out);
-    if (rc == SRL_VARINT_OK)
-        return 0;
-    if (rc == SRL_VARINT_TRUNCATED)
-        srl_raise(srl_state.TruncatedInput, d->end, "input ends inside %s", what);
-    else
-        srl_raise(srl_state.InvalidStructure, *pos, "%s does not fit in 64 bits", what);
-    return -1;
-}
-
 /* Remember the value of an F-bit item for REFP / ALIAS. */
 int
 srl_dec_track(Dec *d, Py_ssize_t tagpos, PyObject *v)
@@ -208,7 +179,7 @@ static PyObject *read_array(Dec *d, Py_ssize_t tagpos, Py_ssize_t *pos, Py_ssize
                             int track, const SrlTrack *also_track);
 static PyObject *read_hash(Dec *d, Py_ssize_t tagpos, Py_ssize_t *pos, Py_ssize_t n, int track,
                            const SrlTrack *also_track);
-static PyObject *read_number(Dec *d, Py_ssize_t tagpos, Py_ssize_t *pos, uint8_t tag);
+static PyObject *read_number(Dec *d, Py_ssize_t tagpos, Py_ssize_t *pos, SrlKind kind);
 
 /* One item of an array or hash, as srl_dec_item decodes it. The tags most of an
  * event is made of (strings, COPYs, integers, doubles, undef, booleans, small hashes
@@ -250,10 +221,13 @@ dec_member(Dec *d, Py_ssize_t *pos)
     }
     switch (tag) {
     case SRL_VARINT:
+        srl_mark_tag(d, p);
+        *pos = p + 1;
+        return read_number(d, p, pos, SRL_K_VARINT);
     case SRL_DOUBLE:
         srl_mark_tag(d, p);
         *pos = p + 1;
-        return read_number(d, p, pos, tag);
+        return read_number(d, p, pos, SRL_K_DOUBLE);
     case SRL_UNDEF:
         srl_mark_tag(d, p);
         *pos = p + 1;
@@ -358,25 +332,27 @@ take(Dec *d, Py_ssize_t *pos, Py_ssize_t n, const char *what)
     return s;
 }
 
+/* A number of `kind` (VARINT, ZIGZAG, FLOAT, DOUBLE, LONG_DOUBLE, FLOAT_128) whose tag
+ * is at tagpos, *pos just after the tag byte. */
 static PyObject *
-read_number(Dec *d, Py_ssize_t tagpos, Py_ssize_t *pos, uint8_t tag)
+read_number(Dec *d, Py_ssize_t tagpos, Py_ssize_t *pos, SrlKind kind)
 {
     const uint8_t *s;
     uint64_t u;
-    switch (tag) {
-    case SRL_VARINT:
+    switch (kind) {
+    case SRL_K_VARINT:
         if (srl_dec_varint(d, pos, &u, "a VARINT") < 0)
             return NULL;
         return PyLong_FromUnsignedLongLong(u);
-    case SRL_ZIGZAG:
+    case SRL_K_ZIGZAG:
         if (srl_dec_varint(d, pos, &u, "a ZIGZAG") < 0)
             return NULL;
         return PyLong_FromLongLong(srl_zigzag_decode(u));
-    case SRL_FLOAT:
+    case SRL_K_FLOAT:
         if ((s = take(d, pos, 4, "a FLOAT")) == NULL)
             return NULL;
         return PyFloat_FromDouble(PyFloat_Unpack4((const char *)s, 1));
-    case SRL_DOUBLE:
+    case SRL_K_DOUBLE:
         if ((s = take(d, pos, 8, "a DOUBLE")) == NULL)
             return NULL;
 #if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
@@ -388,11 +364,11 @@ read_number(Dec *d, Py_ssize_t tagpos, Py_ssize_t *pos, uint8_t tag)
 #else
         return PyFloat_FromDouble(PyFloat_Unpack8((const char *)s, 1));
 #endif
-    case SRL_LONG_DOUBLE:
+    case SRL_K_LONG_DOUBLE:
         if ((s = take(d, pos, 16, "a LONG_DOUBLE")) == NULL)
             return NULL;
         return PyFloat_FromDouble(srl_long_double_to_double(s));
-    case SRL_FLOAT_128:
+    case SRL_K_FLOAT_128:
         if ((s = take(d, pos, 16, "a FLOAT_128")) == NULL)
             return NULL;
         return PyFloat_FromDouble(srl_float128_to_double(s));
@@ -446,94 +422,92 @@ srl_dec_item_tracked(Dec *d, Py_ssize_t *pos, const SrlTrack *outer)
     SrlTrack self = {tagpos, outer};
     /* Where the value goes once decoded; NULL when the tag registers it itself. */
     const SrlTrack *track = (t & SRL_TRACK) ? &self : outer;
-    PyObject *v;
+    PyObject *v = NULL;
+    SrlKind kind = srl_tag_kind(tag);
 
-    if (tag >= SRL_SHORT_BINARY_LOW) {
+    *pos = tagpos + 1;
+    switch (kind) {
+    case SRL_K_SHORT_BINARY:
+    case SRL_K_BINARY:
+    case SRL_K_STR_UTF8:
+        *pos = tagpos;
         v = read_string(d, pos, tag, 0);
-    } else if (tag == SRL_COPY) {
+        break;
+    case SRL_K_COPY: {
         Py_ssize_t target;
         v = srl_dec_copy_string(d, tagpos, pos, 0, &target);
-    } else if (tag >= SRL_ARRAYREF_LOW) {
+        break;
+    }
+    case SRL_K_ARRAYREF:
+    case SRL_K_HASHREF:
         if (srl_dec_enter(d, tagpos) < 0)
             return NULL;
-        *pos = tagpos + 1;
-        if (tag >= SRL_HASHREF_LOW)
+        if (kind == SRL_K_HASHREF)
             v = read_hash(d, tagpos, pos, tag & 0x0f, t & SRL_TRACK, outer);
         else
             v = read_array(d, tagpos, pos, tag & 0x0f, t & SRL_TRACK, outer);
         d->depth--;
         track = NULL; /* registered on creation */
-    } else if (tag < SRL_NEG_LOW) {
-        *pos = tagpos + 1;
-        v = PyLong_FromLong(tag);
-    } else if (tag < SRL_VARINT) {
-        *pos = tagpos + 1;
-        v = PyLong_FromLong((long)tag - 32);
-    } else {
-        *pos = tagpos + 1;
-        switch (tag) {
-        case SRL_BINARY:
-        case SRL_STR_UTF8:
-            *pos = tagpos;
-            v = read_string(d, pos, tag, 0);
-            break;
-        case SRL_UNDEF:
-        case SRL_CANONICAL_UNDEF:
-            v = Py_NewRef(Py_None);
-            break;
-        case SRL_TRUE:
-        case SRL_YES:
-            v = Py_NewRef(Py_True);
-            break;
-        case SRL_FALSE:
-        case SRL_NO:
-            v = Py_NewRef(Py_False);
-            break;
-        case SRL_ARRAY:
-        case SRL_HASH:
-            v = srl_dec_container(d, tagpos, pos, outer, 0);
-            track = NULL;
-            break;
-        case SRL_REFN:
-            v = srl_dec_refn(d, tagpos, pos, track);
-            track = NULL; /* registration is REFN's business */
-            break;
-        case SRL_REFP:
-            v = srl_dec_refp(d, tagpos, pos, track, 0);
-            track = NULL;
-            break;
-        case SRL_ALIAS:
-            v = srl_dec_alias(d, tagpos, pos);
-            break;
-        case SRL_OBJECT:
-        case SRL_OBJECTV:
-        case SRL_OBJECT_FREEZE:
-        case SRL_OBJECTV_FREEZE:
-            v = srl_dec_object(d, tagpos, pos, tag, track);
-            track = NULL;
-            break;
-        case SRL_WEAKEN:
-            /* WEAKEN reads into the same Perl value it weakens: the item after it
-             * is registered under the WEAKEN|F position (and enclosing ones) too. */
-            if (srl_dec_enter(d, tagpos) < 0)
-                return NULL;
-            v = srl_dec_item_tracked(d, pos, track);
-            d->depth--;
-            track = NULL;
-            break;
-        case SRL_REGEXP:
-            v = srl_dec_regexp(d, pos);
-            break;
-        case SRL_MANY:
-        case SRL_EXTEND:
-        case SRL_RESERVED_0:
-        case SRL_RESERVED_1:
-        case SRL_PACKET_START:
-            return srl_raise(srl_state.UnknownTag, tagpos, "unsupported tag 0x%02x", t);
-        default:
-            v = read_number(d, tagpos, pos, tag);
-            break;
-        }
+        break;
+    case SRL_K_POS:
+        v = PyLong_FromLong(tag - SRL_POS_LOW);
+        break;
+    case SRL_K_NEG:
+        v = PyLong_FromLong((long)tag - SRL_NEG_LOW - 16);
+        break;
+    case SRL_K_VARINT:
+    case SRL_K_ZIGZAG:
+    case SRL_K_FLOAT:
+    case SRL_K_DOUBLE:
+    case SRL_K_LONG_DOUBLE:
+    case SRL_K_FLOAT_128:
+        v = read_number(d, tagpos, pos, kind);
+        break;
+    case SRL_K_UNDEF:
+        v = Py_NewRef(Py_None);
+        break;
+    case SRL_K_TRUE:
+        v = Py_NewRef(Py_True);
+        break;
+    case SRL_K_FALSE:
+        v = Py_NewRef(Py_False);
+        break;
+    case SRL_K_ARRAY:
+    case SRL_K_HASH:
+        v = srl_dec_container(d, tagpos, pos, outer, 0);
+        track = NULL;
+        break;
+    case SRL_K_REFN:
+        v = srl_dec_refn(d, tagpos, pos, track);
+        track = NULL; /* registration is REFN's business */
+        break;
+    case SRL_K_REFP:
+        v = srl_dec_refp(d, tagpos, pos, track, 0);
+        track = NULL;
+        break;
+    case SRL_K_ALIAS:
+        v = srl_dec_alias(d, tagpos, pos);
+        break;
+    case SRL_K_OBJECT:
+    case SRL_K_OBJECTV:
+        v = srl_dec_object(d, tagpos, pos, tag, track);
+        track = NULL;
+        break;
+    case SRL_K_WEAKEN:
+        /* WEAKEN reads into the same Perl value it weakens: the item after it
+         * is registered under the WEAKEN|F position (and enclosing ones) too. */
+        if (srl_dec_enter(d, tagpos) < 0)
+            return NULL;
+        v = srl_dec_item_tracked(d, pos, track);
+        d->depth--;
+        track = NULL;
+        break;
+    case SRL_K_REGEXP:
+        v = srl_dec_regexp(d, pos);
+        break;
+    case SRL_K_PAD: /* skipped above */
+    case SRL_K_UNSUPPORTED:
+        return srl_raise(srl_state.UnknownTag, tagpos, "unsupported tag 0x%02x", t);
     }
     if (v != NULL && srl_dec_track_all(d, track, v) < 0)
         Py_CLEAR(v);
@@ -554,25 +528,8 @@ srl_decode_body_limited(const uint8_t *data, Py_ssize_t len, Py_ssize_t pos, Py_
                         Py_ssize_t base, int binary, int max_depth, Py_ssize_t max_objects,
                         PyObject *projection)
 {
-    if (pos < 0 || end < pos || end > len) {
-        PyErr_Format(PyExc_ValueError, "need 0 <= pos <= end <= len(data), got %zd, %zd, %zd",
-                     pos, end, len);
+    if (srl_check_body_args(len, pos, end, base, binary, max_depth) < 0)
         return NULL;
-    }
-    /* Keeps base + offset arithmetic far from overflow. */
-    if (base < -(PY_SSIZE_T_MAX / 4) || base > PY_SSIZE_T_MAX / 4) {
-        PyErr_Format(PyExc_ValueError, "base %zd out of range", base);
-        return NULL;
-    }
-    if (binary < SRL_BINARY_UTF8 || binary > SRL_BINARY_BYTES) {
-        PyErr_Format(PyExc_ValueError, "binary must be 0, 1 or 2, got %d", binary);
-        return NULL;
-    }
-    if (max_depth < 0 || max_depth > SRL_MAX_DEPTH_CAP) {
-        PyErr_Format(PyExc_ValueError, "max_depth must be in 0..%d, got %d",
-                     SRL_MAX_DEPTH_CAP, max_depth);
-        return NULL;
-    }
     if (max_objects < -1) {
         PyErr_Format(PyExc_ValueError, "max_objects must be >= 0 (or -1: no limit), got %zd",
                      max_objects);

@@ -263,45 +263,39 @@ skip(Dec *d, Py_ssize_t *pos)
     if (t & SRL_TRACK)
         return decode_and_drop(d, pos);
     srl_mark_tag(d, tagpos);
-    if (tag >= SRL_SHORT_BINARY_LOW)
-        return skip_string(d, tagpos, pos, tag);
-    if (tag >= SRL_ARRAYREF_LOW) {
-        if (srl_dec_enter(d, tagpos) < 0)
-            return -1;
-        *pos = tagpos + 1;
-        int rc = skip_items(d, pos, tag & 0x0f, tag >= SRL_HASHREF_LOW);
-        d->depth--;
-        return rc;
-    }
-    if (tag < SRL_VARINT) { /* small positive and negative integers */
-        *pos = tagpos + 1;
-        return 0;
-    }
+    SrlKind kind = srl_tag_kind(tag);
     int rc;
     uint64_t u;
     *pos = tagpos + 1;
-    switch (tag) {
-    case SRL_BINARY:
-    case SRL_STR_UTF8:
+    switch (kind) {
+    case SRL_K_SHORT_BINARY:
+    case SRL_K_BINARY:
+    case SRL_K_STR_UTF8:
         return skip_string(d, tagpos, pos, tag);
-    case SRL_COPY:
-        return skip_copy(d, tagpos, pos);
-    case SRL_UNDEF:
-    case SRL_CANONICAL_UNDEF:
-    case SRL_TRUE:
-    case SRL_YES:
-    case SRL_FALSE:
-    case SRL_NO:
+    case SRL_K_ARRAYREF:
+    case SRL_K_HASHREF:
+        if (srl_dec_enter(d, tagpos) < 0)
+            return -1;
+        rc = skip_items(d, pos, tag & 0x0f, kind == SRL_K_HASHREF);
+        d->depth--;
+        return rc;
+    case SRL_K_POS:
+    case SRL_K_NEG:
+    case SRL_K_UNDEF:
+    case SRL_K_TRUE:
+    case SRL_K_FALSE:
         return 0;
-    case SRL_VARINT:
+    case SRL_K_COPY:
+        return skip_copy(d, tagpos, pos);
+    case SRL_K_VARINT:
         return srl_dec_varint(d, pos, &u, "a VARINT");
-    case SRL_ZIGZAG:
+    case SRL_K_ZIGZAG:
         return srl_dec_varint(d, pos, &u, "a ZIGZAG");
-    case SRL_FLOAT:
-    case SRL_DOUBLE:
-    case SRL_LONG_DOUBLE:
-    case SRL_FLOAT_128: {
-        Py_ssize_t n = tag == SRL_FLOAT ? 4 : tag == SRL_DOUBLE ? 8 : 16;
+    case SRL_K_FLOAT:
+    case SRL_K_DOUBLE:
+    case SRL_K_LONG_DOUBLE:
+    case SRL_K_FLOAT_128: {
+        Py_ssize_t n = srl_shape_size(srl_tag_shapes[tag]);
         if (n > d->end - *pos) {
             srl_raise(srl_state.TruncatedInput, d->end, "input ends inside a number");
             return -1;
@@ -309,14 +303,14 @@ skip(Dec *d, Py_ssize_t *pos)
         *pos += n;
         return 0;
     }
-    case SRL_ARRAY:
-    case SRL_HASH:
+    case SRL_K_ARRAY:
+    case SRL_K_HASH:
         if (srl_dec_enter(d, tagpos) < 0)
             return -1;
         rc = skip_container(d, tagpos, pos);
         d->depth--;
         return rc;
-    case SRL_REFN: {
+    case SRL_K_REFN: {
         if (srl_dec_enter(d, tagpos) < 0)
             return -1;
         Py_ssize_t q = tagpos + 1;
@@ -341,30 +335,30 @@ skip(Dec *d, Py_ssize_t *pos)
         d->depth--;
         return rc;
     }
-    case SRL_REFP:
+    case SRL_K_REFP:
         return skip_backref(d, tagpos, pos, "REFP");
-    case SRL_ALIAS:
+    case SRL_K_ALIAS:
         return skip_backref(d, tagpos, pos, "ALIAS");
-    case SRL_OBJECT:
-    case SRL_OBJECTV:
-    case SRL_OBJECT_FREEZE:
-    case SRL_OBJECTV_FREEZE:
+    case SRL_K_OBJECT:
+    case SRL_K_OBJECTV:
         *pos = tagpos;
         return decode_and_drop(d, pos);
-    case SRL_WEAKEN:
+    case SRL_K_WEAKEN:
         if (srl_dec_enter(d, tagpos) < 0)
             return -1;
         rc = skip(d, pos);
         d->depth--;
         return rc;
-    case SRL_REGEXP:
+    case SRL_K_REGEXP:
         if (skip_key(d, pos, "regexp pattern") < 0)
             return -1;
         return skip_key(d, pos, "regexp flags");
-    default:
-        srl_raise(srl_state.UnknownTag, tagpos, "unsupported tag 0x%02x", t);
-        return -1;
+    case SRL_K_PAD: /* skipped above */
+    case SRL_K_UNSUPPORTED:
+        break;
     }
+    srl_raise(srl_state.UnknownTag, tagpos, "unsupported tag 0x%02x", t);
+    return -1;
 }
 
 /* The walk's state: the decoder's, and which COPY key targets each tree node keeps

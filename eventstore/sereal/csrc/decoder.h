@@ -5,6 +5,7 @@
 
 #include "offtable.h"
 #include "varint.h"
+#include "walk.h"
 
 /* Slots of Dec.recent: 256 missed one COPY in six on the benchmark blob (hundreds of
  * distinct value targets), 1024 one in fifty. */
@@ -88,38 +89,12 @@ PyObject *srl_dec_copy_string(Dec *d, Py_ssize_t tagpos, Py_ssize_t *pos, int is
 PyObject *srl_dec_string_at(Dec *d, Py_ssize_t tagpos, int is_key);
 int srl_dec_track(Dec *d, Py_ssize_t tagpos, PyObject *v);
 int srl_dec_track_all(Dec *d, const SrlTrack *track, PyObject *v);
-int srl_dec_varint_slow(Dec *d, Py_ssize_t *pos, uint64_t *out, const char *what);
 
-/* Read a varint; -1 with TruncatedInput or InvalidStructure set. Up to three bytes
- * inline (counts, COPY offsets into a body of up to 2 MiB, most integers): a call
- * per varint cost more than the decoding. */
+/* Read a varint; -1 with TruncatedInput or InvalidStructure set (walk.h). */
 static inline int
 srl_dec_varint(Dec *d, Py_ssize_t *pos, uint64_t *out, const char *what)
 {
-    Py_ssize_t p = *pos;
-    if (d->end - p >= 3) {
-        const uint8_t *s = d->data + p;
-        if (s[0] < 0x80) {
-            *out = s[0];
-            *pos = p + 1;
-            return 0;
-        }
-        if (s[1] < 0x80) {
-            *out = (uint64_t)(s[0] & 0x7f) | (uint64_t)s[1] << 7;
-            *pos = p + 2;
-            return 0;
-        }
-        if (s[2] < 0x80) {
-            *out = (uint64_t)(s[0] & 0x7f) | (uint64_t)(s[1] & 0x7f) << 7 | (uint64_t)s[2] << 14;
-            *pos = p + 3;
-            return 0;
-        }
-    } else if (p < d->end && d->data[p] < 0x80) {
-        *out = d->data[p];
-        *pos = p + 1;
-        return 0;
-    }
-    return srl_dec_varint_slow(d, pos, out, what);
+    return srl_body_varint(d->data, d->end, pos, out, what);
 }
 
 /* The count of the ARRAY / HASH at tagpos into *n, *pos just after it; -1 with
@@ -142,52 +117,30 @@ srl_dec_count(Dec *d, Py_ssize_t tagpos, Py_ssize_t *pos, Py_ssize_t *n)
     return 0;
 }
 
-static inline int
-srl_is_string_tag(uint8_t tag)
-{
-    return tag >= SRL_SHORT_BINARY_LOW || tag == SRL_BINARY || tag == SRL_STR_UTF8;
-}
-
 static inline void
 srl_mark_tag(Dec *d, Py_ssize_t p)
 {
-    Py_ssize_t i = p - d->start;
-    d->tag_starts[i >> 3] |= (uint8_t)(1u << (i & 7));
+    srl_bit_set(d->tag_starts, p - d->start);
 }
 
 static inline int
 srl_is_tag_start(const Dec *d, Py_ssize_t p)
 {
-    Py_ssize_t i = p - d->start;
-    return (d->tag_starts[i >> 3] >> (i & 7)) & 1;
+    return srl_bit_get(d->tag_starts, p - d->start);
 }
 
 /* Skip PAD bytes; *pos then holds a tag byte. -1 (TruncatedInput) at the end. */
 static inline int
 srl_skip_pad(Dec *d, Py_ssize_t *pos)
 {
-    Py_ssize_t p = *pos;
-    while (p < d->end && (d->data[p] & 0x7f) == SRL_PAD)
-        p++;
-    *pos = p;
-    if (p >= d->end) {
-        srl_raise(srl_state.TruncatedInput, p, "input ends where a tag was expected");
-        return -1;
-    }
-    return 0;
+    return srl_body_skip_pad(d->data, d->end, pos);
 }
 
 /* Open one nesting level (DepthExceeded past max_depth); pair with `d->depth--`. */
 static inline int
 srl_dec_enter(Dec *d, Py_ssize_t tagpos)
 {
-    if (++d->depth > d->max_depth) {
-        d->depth--;
-        srl_raise(srl_state.DepthExceeded, tagpos, "nesting deeper than max_depth=%d",
-                  d->max_depth);
-        return -1;
-    }
-    return 0;
+    return srl_body_enter(&d->depth, d->max_depth, tagpos);
 }
 
 /* Charge `cost` objects to the budget before building them (tag at tagpos):

@@ -21,6 +21,7 @@
  * the result objects are built under it (one bytes object per document). */
 #include "frames.h"
 
+#include "header.h"
 #include "varint.h"
 
 #include <stdint.h>
@@ -146,30 +147,24 @@ zstd_content_size(const uint8_t *f, Py_ssize_t n)
 static int
 event_verdict(const uint8_t *d, Py_ssize_t n, Py_ssize_t cap)
 {
-    if (n < 6)
+    SrlHeader h;
+    if (srl_header_start(d, n, &h) != SRL_HDR_OK || srl_header_suffix(d, n, &h) != SRL_HDR_OK)
         return EV_UNREADABLE;
-    int version = d[4] & 0x0f, type = d[4] >> 4, v3 = memcmp(d, "=\xf3rl", 4) == 0;
-    if ((!v3 && memcmp(d, "=srl", 4) != 0) || version < 1 || version > 5 ||
-        v3 != (version >= 3))
-        return EV_UNREADABLE;
-    Py_ssize_t p = 5;
-    uint64_t suffix, claim, skip;
-    if (srl_read_varint(d, &p, n, &suffix) != SRL_VARINT_OK || suffix > (uint64_t)(n - p))
-        return EV_UNREADABLE;
-    p += (Py_ssize_t)suffix;
-    switch (type) {
-    case 0:
+    Py_ssize_t p = h.body;
+    uint64_t claim, skip;
+    switch (h.type) {
+    case SRL_TYPE_RAW:
         return item_verdict(d, p, n);
-    case 2: /* <varint length> <Snappy block>: the block's preamble is the claim */
+    case SRL_TYPE_SNAPPY_INCR: /* <varint length> <Snappy block>: the block's preamble is the claim */
         if (srl_read_varint(d, &p, n, &skip) != SRL_VARINT_OK)
             return EV_UNREADABLE;
         /* fall through */
-    case 1: /* the rest of the document is one Snappy block */
-    case 3: /* <varint uncompressed length> <varint compressed length> <zlib stream> */
+    case SRL_TYPE_SNAPPY: /* the rest of the document is one Snappy block */
+    case SRL_TYPE_ZLIB: /* <varint uncompressed length> <varint compressed length> <zlib stream> */
         if (srl_read_varint(d, &p, n, &claim) != SRL_VARINT_OK)
             return EV_UNREADABLE;
         break;
-    case 4: { /* <varint length> <zstd frame> */
+    case SRL_TYPE_ZSTD: { /* <varint length> <zstd frame> */
         if (srl_read_varint(d, &p, n, &skip) != SRL_VARINT_OK)
             return EV_UNREADABLE;
         int64_t size = zstd_content_size(d + p, n - p);

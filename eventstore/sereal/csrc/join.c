@@ -29,6 +29,7 @@
  * returns decodes with max_depth. */
 #include "join.h"
 
+#include "header.h"
 #include "split.h"
 
 #include <string.h>
@@ -181,24 +182,25 @@ bad_header(const char *msg)
 static int
 document_body(const uint8_t *d, Py_ssize_t n, Py_ssize_t *pos, Py_ssize_t *base)
 {
-    if (n < 6)
+    SrlHeader h;
+    switch (srl_header_start(d, n, &h)) {
+    case SRL_HDR_SHORT:
         return srl_walk_fail(srl_state.TruncatedInput, n, "input ends inside the header");
-    int version = d[4] & 0x0f, v3 = memcmp(d, "=\xf3rl", 4) == 0;
-    if (!v3 && memcmp(d, "=srl", 4) != 0)
+    case SRL_HDR_BAD_MAGIC:
         return bad_header("not a Sereal document (bad magic string)");
-    if (version < 1 || version > 5 || v3 != (version >= 3))
+    case SRL_HDR_BAD_VERSION:
         return bad_header("bad protocol version for its magic string");
-    if (d[4] >> 4 != 0)
+    }
+    if (h.type != SRL_TYPE_RAW)
         return bad_header("compressed document: give join_bodies its opened body");
-    Py_ssize_t p = 5;
-    uint64_t suffix;
-    int rc = srl_read_varint(d, &p, n, &suffix);
-    if (rc == SRL_VARINT_TRUNCATED || (rc == SRL_VARINT_OK && suffix > (uint64_t)(n - p)))
+    switch (srl_header_suffix(d, n, &h)) {
+    case SRL_HDR_SUFFIX_TRUNCATED:
         return srl_walk_fail(srl_state.TruncatedInput, n, "input ends inside the header suffix");
-    if (rc != SRL_VARINT_OK)
+    case SRL_HDR_SUFFIX_BAD:
         return srl_walk_fail(srl_state.InvalidStructure, 5, "bad header suffix length");
-    *pos = p + (Py_ssize_t)suffix;
-    *base = version == 1 ? 0 : *pos - 1;
+    }
+    *pos = h.body;
+    *base = srl_header_base(&h);
     return 0;
 }
 

@@ -5,19 +5,6 @@
 
 #include <string.h>
 
-int
-srl_jx_varint_slow(Jx *j, Py_ssize_t *pos, uint64_t *out, const char *what)
-{
-    int rc = srl_read_varint(j->data, pos, j->end, out);
-    if (rc == SRL_VARINT_OK)
-        return 0;
-    if (rc == SRL_VARINT_TRUNCATED)
-        srl_raise(srl_state.TruncatedInput, j->end, "input ends inside %s", what);
-    else
-        srl_raise(srl_state.InvalidStructure, *pos, "%s does not fit in 64 bits", what);
-    return -1;
-}
-
 Py_ssize_t
 srl_jx_new_span(Jx *j, uint8_t type, uint8_t kind, Py_ssize_t a, Py_ssize_t b)
 {
@@ -233,9 +220,14 @@ srl_jx_item(Jx *j, Py_ssize_t *pos, const SrlTrack *outer, JSpan *res)
     uint8_t t = j->data[tagpos], tag = t & 0x7f;
     SrlTrack self = {tagpos, outer};
     const SrlTrack *track = (t & SRL_TRACK) ? &self : outer;
-    int rc, truth = 0;
+    int rc = -1, truth = 0;
+    SrlKind kind = srl_tag_kind(tag);
 
-    if (tag >= SRL_SHORT_BINARY_LOW || tag == SRL_BINARY || tag == SRL_STR_UTF8) {
+    *pos = tagpos + 1;
+    switch (kind) {
+    case SRL_K_SHORT_BINARY:
+    case SRL_K_BINARY:
+    case SRL_K_STR_UTF8: {
         const uint8_t *s;
         Py_ssize_t n;
         rc = srl_jx_string_payload(j, tagpos, &s, &n, pos);
@@ -243,89 +235,85 @@ srl_jx_item(Jx *j, Py_ssize_t *pos, const SrlTrack *outer, JSpan *res)
             rc = srl_jx_put_string_json(j, &j->out, tag, s, n, 0);
             source(res, tagpos, !(n == 0 || (n == 1 && s[0] == '0')));
         }
-    } else if (tag == SRL_COPY) {
+        break;
+    }
+    case SRL_K_COPY: {
         Py_ssize_t target;
         rc = srl_jx_copy(j, tagpos, pos, 0, &target, &truth);
         if (rc == 0)
             source(res, target, truth);
-    } else if (tag >= SRL_ARRAYREF_LOW) {
+        break;
+    }
+    case SRL_K_ARRAYREF:
+    case SRL_K_HASHREF:
         if (srl_jx_enter(j, tagpos) < 0)
             return -1;
-        *pos = tagpos + 1;
-        if (tag >= SRL_HASHREF_LOW)
+        if (kind == SRL_K_HASHREF)
             rc = write_hash(j, tagpos, pos, tag & 0x0f, t & SRL_TRACK, outer, res);
         else
             rc = write_array(j, tagpos, pos, tag & 0x0f, t & SRL_TRACK, outer, top, res);
         j->depth--;
         track = NULL; /* registered on creation */
-    } else if (tag < SRL_VARINT) {
-        *pos = tagpos + 1;
+        break;
+    case SRL_K_POS:
+    case SRL_K_NEG:
+    case SRL_K_VARINT:
+    case SRL_K_ZIGZAG:
+    case SRL_K_FLOAT:
+    case SRL_K_DOUBLE:
+    case SRL_K_LONG_DOUBLE:
+    case SRL_K_FLOAT_128:
         rc = srl_jx_write_number(j, tagpos, pos, tag, &truth);
         source(res, tagpos, truth);
-    } else {
-        *pos = tagpos + 1;
-        switch (tag) {
-        case SRL_UNDEF:
-        case SRL_CANONICAL_UNDEF:
-            rc = constant(j, res, 0, 0);
-            break;
-        case SRL_TRUE:
-        case SRL_YES:
-            rc = constant(j, res, 1, 1);
-            break;
-        case SRL_FALSE:
-        case SRL_NO:
-            rc = constant(j, res, 2, 0);
-            break;
-        case SRL_ARRAY:
-        case SRL_HASH:
-            rc = srl_jx_container(j, tagpos, pos, outer, 0, top, res);
-            track = NULL;
-            break;
-        case SRL_REFN:
-            rc = srl_jx_refn(j, tagpos, pos, track, top, res);
-            track = NULL;
-            break;
-        case SRL_REFP:
-            rc = srl_jx_refp(j, tagpos, pos, track, 0, res);
-            track = NULL;
-            break;
-        case SRL_ALIAS:
-            rc = srl_jx_alias(j, tagpos, pos, res);
-            break;
-        case SRL_OBJECT:
-        case SRL_OBJECTV:
-        case SRL_OBJECT_FREEZE:
-        case SRL_OBJECTV_FREEZE:
-            rc = srl_jx_object(j, tagpos, pos, tag, track, res);
-            track = NULL;
-            break;
-        case SRL_WEAKEN:
-            if (srl_jx_enter(j, tagpos) < 0)
-                return -1;
-            j->top = top; /* WEAKEN of the top-level array is that array */
-            rc = srl_jx_item(j, pos, track, res);
-            j->depth--;
-            track = NULL;
-            break;
-        case SRL_REGEXP: {
-            Py_ssize_t start = j->out.len;
-            rc = srl_jx_regexp(j, pos);
-            srl_jx_range(res, JK_OTHER, start, j->out.len);
-            break;
-        }
-        case SRL_MANY:
-        case SRL_EXTEND:
-        case SRL_RESERVED_0:
-        case SRL_RESERVED_1:
-        case SRL_PACKET_START:
-            srl_raise(srl_state.UnknownTag, tagpos, "unsupported tag 0x%02x", t);
+        break;
+    case SRL_K_UNDEF:
+        rc = constant(j, res, 0, 0);
+        break;
+    case SRL_K_TRUE:
+        rc = constant(j, res, 1, 1);
+        break;
+    case SRL_K_FALSE:
+        rc = constant(j, res, 2, 0);
+        break;
+    case SRL_K_ARRAY:
+    case SRL_K_HASH:
+        rc = srl_jx_container(j, tagpos, pos, outer, 0, top, res);
+        track = NULL;
+        break;
+    case SRL_K_REFN:
+        rc = srl_jx_refn(j, tagpos, pos, track, top, res);
+        track = NULL;
+        break;
+    case SRL_K_REFP:
+        rc = srl_jx_refp(j, tagpos, pos, track, 0, res);
+        track = NULL;
+        break;
+    case SRL_K_ALIAS:
+        rc = srl_jx_alias(j, tagpos, pos, res);
+        break;
+    case SRL_K_OBJECT:
+    case SRL_K_OBJECTV:
+        rc = srl_jx_object(j, tagpos, pos, tag, track, res);
+        track = NULL;
+        break;
+    case SRL_K_WEAKEN:
+        if (srl_jx_enter(j, tagpos) < 0)
             return -1;
-        default:
-            rc = srl_jx_write_number(j, tagpos, pos, tag, &truth);
-            source(res, tagpos, truth);
-            break;
-        }
+        j->top = top; /* WEAKEN of the top-level array is that array */
+        rc = srl_jx_item(j, pos, track, res);
+        j->depth--;
+        track = NULL;
+        break;
+    case SRL_K_REGEXP: {
+        Py_ssize_t start = j->out.len;
+        rc = srl_jx_regexp(j, pos);
+        srl_jx_range(res, JK_OTHER, start, j->out.len);
+        break;
+    }
+    case SRL_K_PAD: /* skipped above */
+    case SRL_K_UNSUPPORTED:
+        srl_raise(srl_state.UnknownTag, tagpos, "unsupported tag 0x%02x", t);
+        return -1;
     }
     if (rc == 0 && track != NULL) {
         Py_ssize_t span = srl_jx_new_span(j, res->type, res->kind, res->a, res->b);
@@ -395,24 +383,8 @@ PyObject *
 srl_array_to_json(const uint8_t *data, Py_ssize_t len, Py_ssize_t pos, Py_ssize_t end,
                   Py_ssize_t base, int binary, int max_depth, int packed)
 {
-    if (pos < 0 || end < pos || end > len) {
-        PyErr_Format(PyExc_ValueError, "need 0 <= pos <= end <= len(data), got %zd, %zd, %zd",
-                     pos, end, len);
+    if (srl_check_body_args(len, pos, end, base, binary, max_depth) < 0)
         return NULL;
-    }
-    if (base < -(PY_SSIZE_T_MAX / 4) || base > PY_SSIZE_T_MAX / 4) {
-        PyErr_Format(PyExc_ValueError, "base %zd out of range", base);
-        return NULL;
-    }
-    if (binary < SRL_BINARY_UTF8 || binary > SRL_BINARY_BYTES) {
-        PyErr_Format(PyExc_ValueError, "binary must be 0, 1 or 2, got %d", binary);
-        return NULL;
-    }
-    if (max_depth < 0 || max_depth > SRL_MAX_DEPTH_CAP) {
-        PyErr_Format(PyExc_ValueError, "max_depth must be in 0..%d, got %d",
-                     SRL_MAX_DEPTH_CAP, max_depth);
-        return NULL;
-    }
     Jx j;
     memset(&j, 0, sizeof j);
     j.data = data;

@@ -21,6 +21,7 @@
 #include "decoder.h" /* SrlTrack, srl_is_string_tag */
 #include "offtable.h"
 #include "varint.h"
+#include "walk.h"
 
 /* The output cap is max(SRL_JSON_MIN_CAP, 64 x body size) bytes. */
 #define SRL_JSON_MIN_CAP ((Py_ssize_t)64 << 20)
@@ -90,7 +91,6 @@ typedef struct {
 int srl_jx_item(Jx *j, Py_ssize_t *pos, const SrlTrack *outer, JSpan *res);
 int srl_jx_container(Jx *j, Py_ssize_t tagpos, Py_ssize_t *pos, const SrlTrack *also,
                      int opened, int top, JSpan *res);
-int srl_jx_varint_slow(Jx *j, Py_ssize_t *pos, uint64_t *out, const char *what);
 Py_ssize_t srl_jx_new_span(Jx *j, uint8_t type, uint8_t kind, Py_ssize_t a, Py_ssize_t b);
 int srl_jx_track_all(Jx *j, const SrlTrack *track, Py_ssize_t span);
 int srl_jx_map_error(Jx *j, PyObject *cls, const char *msg);
@@ -140,58 +140,31 @@ int srl_json_put_double(SrlBuf *b, double v);
 static inline int
 srl_jx_varint(Jx *j, Py_ssize_t *pos, uint64_t *out, const char *what)
 {
-    Py_ssize_t p = *pos;
-    if (p < j->end && j->data[p] < 0x80) {
-        *out = j->data[p];
-        *pos = p + 1;
-        return 0;
-    }
-    if (p + 1 < j->end && j->data[p + 1] < 0x80) { /* two bytes: most COPY offsets */
-        *out = (uint64_t)(j->data[p] & 0x7f) | (uint64_t)j->data[p + 1] << 7;
-        *pos = p + 2;
-        return 0;
-    }
-    return srl_jx_varint_slow(j, pos, out, what);
+    return srl_body_varint(j->data, j->end, pos, out, what);
 }
 
 static inline void
 srl_jx_mark(Jx *j, Py_ssize_t p)
 {
-    Py_ssize_t i = p - j->start;
-    j->tag_starts[i >> 3] |= (uint8_t)(1u << (i & 7));
+    srl_bit_set(j->tag_starts, p - j->start);
 }
 
 static inline int
 srl_jx_is_tag_start(const Jx *j, Py_ssize_t p)
 {
-    Py_ssize_t i = p - j->start;
-    return (j->tag_starts[i >> 3] >> (i & 7)) & 1;
+    return srl_bit_get(j->tag_starts, p - j->start);
 }
 
 static inline int
 srl_jx_skip_pad(Jx *j, Py_ssize_t *pos)
 {
-    Py_ssize_t p = *pos;
-    while (p < j->end && (j->data[p] & 0x7f) == SRL_PAD)
-        p++;
-    *pos = p;
-    if (p >= j->end) {
-        srl_raise(srl_state.TruncatedInput, p, "input ends where a tag was expected");
-        return -1;
-    }
-    return 0;
+    return srl_body_skip_pad(j->data, j->end, pos);
 }
 
 static inline int
 srl_jx_enter(Jx *j, Py_ssize_t tagpos)
 {
-    if (++j->depth > j->max_depth) {
-        j->depth--;
-        srl_raise(srl_state.DepthExceeded, tagpos, "nesting deeper than max_depth=%d",
-                  j->max_depth);
-        return -1;
-    }
-    return 0;
+    return srl_body_enter(&j->depth, j->max_depth, tagpos);
 }
 
 static inline Py_ssize_t

@@ -228,41 +228,39 @@ srl_jx_write_number(Jx *j, Py_ssize_t tagpos, Py_ssize_t *pos, uint8_t tag, int 
     const uint8_t *s;
     uint64_t u;
     double v;
-    if (tag < SRL_NEG_LOW) {
-        *truth = tag != 0;
-        return srl_json_put_u64(&j->out, tag);
-    }
-    if (tag < SRL_VARINT) {
+    switch (srl_tag_kind(tag)) {
+    case SRL_K_POS:
+        *truth = tag != SRL_POS_LOW;
+        return srl_json_put_u64(&j->out, tag - SRL_POS_LOW);
+    case SRL_K_NEG:
         *truth = 1;
-        return srl_json_put_i64(&j->out, (int64_t)tag - 32);
-    }
-    switch (tag) {
-    case SRL_VARINT:
+        return srl_json_put_i64(&j->out, (int64_t)tag - SRL_NEG_LOW - 16);
+    case SRL_K_VARINT:
         if (srl_jx_varint(j, pos, &u, "a VARINT") < 0)
             return -1;
         *truth = u != 0;
         return srl_json_put_u64(&j->out, u);
-    case SRL_ZIGZAG:
+    case SRL_K_ZIGZAG:
         if (srl_jx_varint(j, pos, &u, "a ZIGZAG") < 0)
             return -1;
         *truth = u != 0;
         return srl_json_put_i64(&j->out, srl_zigzag_decode(u));
-    case SRL_FLOAT:
+    case SRL_K_FLOAT:
         if ((s = take(j, pos, 4, "a FLOAT")) == NULL)
             return -1;
         v = PyFloat_Unpack4((const char *)s, 1);
         break;
-    case SRL_DOUBLE:
+    case SRL_K_DOUBLE:
         if ((s = take(j, pos, 8, "a DOUBLE")) == NULL)
             return -1;
         v = PyFloat_Unpack8((const char *)s, 1);
         break;
-    case SRL_LONG_DOUBLE:
+    case SRL_K_LONG_DOUBLE:
         if ((s = take(j, pos, 16, "a LONG_DOUBLE")) == NULL)
             return -1;
         v = srl_long_double_to_double(s);
         break;
-    case SRL_FLOAT_128:
+    case SRL_K_FLOAT_128:
         if ((s = take(j, pos, 16, "a FLOAT_128")) == NULL)
             return -1;
         v = srl_float128_to_double(s);

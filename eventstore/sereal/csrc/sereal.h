@@ -15,21 +15,9 @@
 #define PyFloat_Unpack8 _PyFloat_Unpack8
 #endif
 
-/* Tag bytes (low 7 bits; the high bit is the track flag). Mirrors tags.py. */
-enum {
-    SRL_TRACK = 0x80,
-    SRL_POS_LOW = 0x00, SRL_NEG_LOW = 0x10,
-    SRL_VARINT = 0x20, SRL_ZIGZAG = 0x21, SRL_FLOAT = 0x22, SRL_DOUBLE = 0x23,
-    SRL_LONG_DOUBLE = 0x24, SRL_UNDEF = 0x25, SRL_BINARY = 0x26, SRL_STR_UTF8 = 0x27,
-    SRL_REFN = 0x28, SRL_REFP = 0x29, SRL_HASH = 0x2a, SRL_ARRAY = 0x2b,
-    SRL_OBJECT = 0x2c, SRL_OBJECTV = 0x2d, SRL_ALIAS = 0x2e, SRL_COPY = 0x2f,
-    SRL_WEAKEN = 0x30, SRL_REGEXP = 0x31, SRL_OBJECT_FREEZE = 0x32,
-    SRL_OBJECTV_FREEZE = 0x33, SRL_NO = 0x34, SRL_YES = 0x35,
-    SRL_RESERVED_0 = 0x36, SRL_RESERVED_1 = 0x37, SRL_FLOAT_128 = 0x38,
-    SRL_CANONICAL_UNDEF = 0x39, SRL_FALSE = 0x3a, SRL_TRUE = 0x3b, SRL_MANY = 0x3c,
-    SRL_PACKET_START = 0x3d, SRL_EXTEND = 0x3e, SRL_PAD = 0x3f,
-    SRL_ARRAYREF_LOW = 0x40, SRL_HASHREF_LOW = 0x50, SRL_SHORT_BINARY_LOW = 0x60,
-};
+/* Tag bytes (SRL_*, low 7 bits; the high bit is SRL_TRACK), kinds and shapes: the one
+ * tag table, tags.h. Mirrored by tags.py (tests/unit/sereal/test_tag_table.py). */
+#include "tags.h"
 
 enum { SRL_BINARY_UTF8 = 0, SRL_BINARY_LATIN1 = 1, SRL_BINARY_BYTES = 2 };
 

@@ -150,56 +150,44 @@ skip_items(Walk *w, Py_ssize_t *pos, uint64_t count)
         if (p > end || pending > (uint64_t)(end - p))
             return srl_walk_fail(srl_state.TruncatedInput, end, "input ends inside an element");
         uint8_t tag = d[p++] & 0x7f;
-        if (tag == SRL_PAD)
+        uint32_t shape = srl_tag_shapes[tag];
+        switch (srl_shape_payload(shape)) {
+        case SRL_P_PAD:
             continue;
-        pending--;
-        if (tag >= SRL_SHORT_BINARY_LOW) {
+        case SRL_P_NONE:
+            break;
+        case SRL_P_INLINE:
             p += tag & 0x1f;
-        } else if (tag >= SRL_HASHREF_LOW) {
-            pending += 2 * (uint64_t)(tag & 0x0f);
-        } else if (tag >= SRL_ARRAYREF_LOW) {
-            pending += tag & 0x0f;
-        } else if (tag >= SRL_VARINT) { /* below: POS and NEG, nothing follows */
-            switch (tag) {
-            case SRL_VARINT: case SRL_ZIGZAG: case SRL_REFP: case SRL_ALIAS: case SRL_COPY:
-                if (srl_walk_varint(w, &p, &n) < 0)
-                    return -1;
-                break;
-            case SRL_OBJECTV: case SRL_OBJECTV_FREEZE:
-                if (srl_walk_varint(w, &p, &n) < 0)
-                    return -1;
-                pending += 1;
-                break;
-            case SRL_FLOAT: p += 4; break;
-            case SRL_DOUBLE: p += 8; break;
-            case SRL_LONG_DOUBLE: case SRL_FLOAT_128: p += 16; break;
-            case SRL_UNDEF: case SRL_CANONICAL_UNDEF: case SRL_TRUE: case SRL_FALSE:
-            case SRL_YES: case SRL_NO:
-                break;
-            case SRL_BINARY: case SRL_STR_UTF8:
-                if (srl_walk_varint(w, &p, &n) < 0)
-                    return -1;
-                if (n > (uint64_t)(end - p))
-                    return srl_walk_fail(srl_state.TruncatedInput, end, "string runs past the end");
-                p += (Py_ssize_t)n;
-                break;
-            case SRL_REFN: case SRL_WEAKEN:
-                pending += 1;
-                break;
-            case SRL_OBJECT: case SRL_OBJECT_FREEZE: case SRL_REGEXP:
-                pending += 2; /* class name and value; pattern and flags */
-                break;
-            case SRL_ARRAY: case SRL_HASH:
-                if (srl_walk_varint(w, &p, &n) < 0)
-                    return -1;
-                if (n > (uint64_t)(end - p))
-                    return srl_walk_fail(srl_state.TruncatedInput, end, "count exceeds the bytes left");
-                pending += tag == SRL_HASH ? 2 * n : n;
-                break;
-            default:
-                return srl_walk_fail(srl_state.UnknownTag, p - 1, "unknown or unsupported tag");
-            }
+            break;
+        case SRL_P_NIBBLE:
+            pending += (uint64_t)srl_shape_per(shape) * (tag & 0x0f);
+            break;
+        case SRL_P_FIXED:
+            p += srl_shape_size(shape);
+            break;
+        case SRL_P_VARINT:
+            if (srl_walk_varint(w, &p, &n) < 0)
+                return -1;
+            break;
+        case SRL_P_LEN:
+            if (srl_walk_varint(w, &p, &n) < 0)
+                return -1;
+            if (n > (uint64_t)(end - p))
+                return srl_walk_fail(srl_state.TruncatedInput, end, "string runs past the end");
+            p += (Py_ssize_t)n;
+            break;
+        case SRL_P_COUNT:
+            if (srl_walk_varint(w, &p, &n) < 0)
+                return -1;
+            if (n > (uint64_t)(end - p))
+                return srl_walk_fail(srl_state.TruncatedInput, end, "count exceeds the bytes left");
+            pending += (uint64_t)srl_shape_per(shape) * n;
+            break;
+        default: /* SRL_P_BAD */
+            return srl_walk_fail(srl_state.UnknownTag, p - 1, "unknown or unsupported tag");
         }
+        /* the item read, and what it holds after its payload */
+        pending += (uint64_t)srl_shape_items(shape) - 1;
     }
     if (p > end)
         return srl_walk_fail(srl_state.TruncatedInput, end, "input ends inside an element");

@@ -8,6 +8,7 @@
 #include "buf.h"
 #include "offtable.h"
 #include "varint.h"
+#include "walk.h"
 
 /* VALIDATE: array_layout's full check. SKIP: pass over elements before the range.
  * MARK: first pass over the range, noting which of its positions are targets of
@@ -71,7 +72,7 @@ static inline void
 mark(Walk *w, Py_ssize_t p)
 {
     if (w->mode == WALK_VALIDATE)
-        w->tag_starts[(p - w->start) >> 3] |= (uint8_t)(1u << ((p - w->start) & 7));
+        srl_bit_set(w->tag_starts, p - w->start);
 }
 
 #endif

@@ -40,7 +40,7 @@ out_room(Walk *w, Py_ssize_t n)
 int
 srl_walk_varint(Walk *w, Py_ssize_t *pos, uint64_t *out)
 {
-    int rc = srl_read_varint(w->data, pos, w->end, out);
+    int rc = srl_varint(w->data, w->end, pos, out);
     if (rc == SRL_VARINT_OK)
         return 0;
     if (rc == SRL_VARINT_TRUNCATED)
@@ -49,15 +49,9 @@ srl_walk_varint(Walk *w, Py_ssize_t *pos, uint64_t *out)
 }
 
 static inline int
-is_string_tag(uint8_t tag)
-{
-    return tag >= SRL_SHORT_BINARY_LOW || tag == SRL_BINARY || tag == SRL_STR_UTF8;
-}
-
-static inline int
 marked(const Walk *w, Py_ssize_t p)
 {
-    return (w->tag_starts[(p - w->start) >> 3] >> ((p - w->start) & 7)) & 1;
+    return srl_bit_get(w->tag_starts, p - w->start);
 }
 
 /* Copy the pending run of unchanged input bytes to the output. */
@@ -170,7 +164,7 @@ target_of(Walk *w, Py_ssize_t tagpos, Py_ssize_t *pos, Py_ssize_t limit)
 static Py_ssize_t
 emit_literal(Walk *w, Py_ssize_t p)
 {
-    if (!is_string_tag(w->data[p] & 0x7f)) {
+    if (!srl_is_string_tag(w->data[p] & 0x7f)) {
         srl_walk_fail(srl_state.BadBackReference, p, "back-reference to a string that is not one");
         return -1;
     }
@@ -210,7 +204,7 @@ walk_copy(Walk *w, Py_ssize_t tagpos, Py_ssize_t *pos, int as_class)
     note_target(w, target);
     if (w->mode == WALK_SKIP || w->mode == WALK_MARK)
         return 0;
-    if (!is_string_tag(w->data[target] & 0x7f))
+    if (!srl_is_string_tag(w->data[target] & 0x7f))
         return srl_walk_fail(srl_state.BadBackReference, tagpos, "COPY of something not a string");
     if (w->mode == WALK_VALIDATE)
         return as_class ? walk_put(&w->class_names, target, 1) : 0;
@@ -239,7 +233,7 @@ walk_key(Walk *w, Py_ssize_t *pos, int as_class)
         return -1;
     if (tag == SRL_COPY)
         return walk_copy(w, tagpos, pos, as_class);
-    if (!is_string_tag(tag))
+    if (!srl_is_string_tag(tag))
         return srl_walk_fail(srl_state.InvalidStructure, tagpos, "hash key or class name is not a string");
     Py_ssize_t stop = string_end(w, tagpos);
     if (stop < 0 || emit_raw(w, tagpos, stop) < 0)
@@ -398,35 +392,40 @@ srl_walk_item(Walk *w, Py_ssize_t *pos)
         return -1;
     Py_ssize_t stop;
     int rc;
-    switch (tag) {
-    case SRL_REFP:
-    case SRL_ALIAS:
+    switch (srl_tag_kind(tag)) {
+    case SRL_K_REFP:
+    case SRL_K_ALIAS:
         return walk_ref(w, tagpos, pos, t);
-    case SRL_COPY:
+    case SRL_K_COPY:
         return walk_copy(w, tagpos, pos, 0);
-    case SRL_OBJECTV:
-    case SRL_OBJECTV_FREEZE:
+    case SRL_K_OBJECTV:
         if (enter(w, tagpos) < 0)
             return -1;
         rc = walk_objectv(w, tagpos, pos, t);
         w->depth--;
         return rc;
-    case SRL_ARRAY: case SRL_HASH:
+    case SRL_K_ARRAY:
+    case SRL_K_HASH:
         if (after_refn) /* REFN ARRAY is one level, as the decoder counts */
             return walk_nested(w, tagpos, pos, tag);
         /* fall through */
-    case SRL_REFN: case SRL_WEAKEN: case SRL_OBJECT: case SRL_OBJECT_FREEZE:
+    case SRL_K_REFN:
+    case SRL_K_WEAKEN:
+    case SRL_K_OBJECT:
+    case SRL_K_ARRAYREF:
+    case SRL_K_HASHREF:
         if (enter(w, tagpos) < 0)
             return -1;
         rc = walk_nested(w, tagpos, pos, tag);
         w->depth--;
         return rc;
-    case SRL_REGEXP:
+    case SRL_K_REGEXP:
         if (emit_raw(w, tagpos, tagpos + 1) < 0)
             return -1;
         *pos = tagpos + 1;
         return walk_key(w, pos, 0) < 0 ? -1 : walk_key(w, pos, 0);
-    case SRL_VARINT: case SRL_ZIGZAG:
+    case SRL_K_VARINT:
+    case SRL_K_ZIGZAG:
         stop = tagpos + 1;
         {
             uint64_t ignored;
@@ -434,34 +433,27 @@ srl_walk_item(Walk *w, Py_ssize_t *pos)
                 return -1;
         }
         break;
-    case SRL_FLOAT: stop = tagpos + 5; break;
-    case SRL_DOUBLE: stop = tagpos + 9; break;
-    case SRL_LONG_DOUBLE: case SRL_FLOAT_128: stop = tagpos + 17; break;
-    case SRL_UNDEF: case SRL_CANONICAL_UNDEF: case SRL_TRUE: case SRL_FALSE:
-    case SRL_YES: case SRL_NO:
+    case SRL_K_FLOAT:
+    case SRL_K_DOUBLE:
+    case SRL_K_LONG_DOUBLE:
+    case SRL_K_FLOAT_128:
+        stop = tagpos + 1 + srl_shape_size(srl_tag_shapes[tag]);
+        break;
+    case SRL_K_POS:
+    case SRL_K_NEG:
+    case SRL_K_UNDEF:
+    case SRL_K_TRUE:
+    case SRL_K_FALSE:
         stop = tagpos + 1;
         break;
-    case SRL_BINARY: case SRL_STR_UTF8:
+    case SRL_K_BINARY:
+    case SRL_K_STR_UTF8:
+    case SRL_K_SHORT_BINARY:
         if ((stop = string_end(w, tagpos)) < 0)
             return -1;
         break;
-    default:
-        if (tag >= SRL_ARRAYREF_LOW && tag < SRL_SHORT_BINARY_LOW) {
-            if (enter(w, tagpos) < 0)
-                return -1;
-            rc = walk_nested(w, tagpos, pos, tag);
-            w->depth--;
-            return rc;
-        }
-        if (tag >= SRL_SHORT_BINARY_LOW) {
-            if ((stop = string_end(w, tagpos)) < 0)
-                return -1;
-            break;
-        }
-        if (tag < SRL_VARINT) { /* POS, NEG */
-            stop = tagpos + 1;
-            break;
-        }
+    case SRL_K_PAD: /* skipped above */
+    case SRL_K_UNSUPPORTED:
         return srl_walk_fail(srl_state.UnknownTag, tagpos, "unknown or unsupported tag");
     }
     if (stop > w->end)
