@@ -13,13 +13,18 @@ untimed):
   events as VARIANT, the same result as the user path.
 - **source, event VARIANT (user path)**: ``consumer_lib.spark.load_events``.
 - **source, event JSON text**: the source with ``event=json`` (no VARIANT).
+- **source VARIANT at REV** (``--before REV``): ``consumer_lib/spark/source.py`` as git
+  has it at REV, registered in the same session as a second data source, so that a
+  change of the source is measured before and after in one run.
 
 The rows run in rounds (each row once per round, so that load changes hit all rows
 alike). Each row prints events/s, the ratio to the anchor, and the CPU seconds spent during
 its best run by the JVM, Spark's Python workers and the devnode (from /proc), with the
-load average: the machine is shared, compare rows of one run only.
+load average: the machine is shared, compare rows of one run only. Then each row's ratio
+to the anchor of the same round: min / median / max over the rounds.
 
     .venv/bin/python bench/spark_bench.py [--epochs 300] [--events 1000] [--repeat 3]
+                                          [--before REV]
 """
 
 from __future__ import annotations
@@ -27,9 +32,12 @@ from __future__ import annotations
 import argparse
 import os
 import platform
+import statistics
+import subprocess
 import sys
 import tempfile
 import time
+import types
 from collections import defaultdict
 from collections.abc import Callable
 from functools import partial
@@ -47,6 +55,49 @@ from eventstore.riak import RiakClient
 DC = "dc1"
 FIRST_EPOCH = 1_700_000_000
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+ROOT = Path(__file__).resolve().parent.parent
+BEFORE_NAME = "riak-events-before"
+# Appended to the old source.py: its reader as a data source of its own name.
+_BEFORE_SOURCE = f"""
+
+from pyspark.sql.datasource import DataSource as _DataSource
+
+
+class BeforeDataSource(_DataSource):
+    @classmethod
+    def name(cls):
+        return {BEFORE_NAME!r}
+
+    def schema(self):
+        return source_schema(self.options)
+
+    def reader(self, schema):
+        return RiakEventsReader(
+            SourceOptions.parse(self.options, epochs_per_partition=FULL_STREAM_EPOCHS_PER_PARTITION)
+        )
+"""
+
+
+def before_source(rev: str) -> type:
+    """The batch source as ``consumer_lib/spark/source.py`` was at git ``rev``, as a data
+    source named ``riak-events-before``. Its module is pickled by value, so Spark's
+    Python workers run that code, not the tree's (it imports the tree's other modules:
+    ``fetch``, the codec)."""
+    text = subprocess.run(
+        ["git", "show", f"{rev}:consumer_lib/spark/source.py"],
+        cwd=ROOT,
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+    module = types.ModuleType("riak_events_source_before")
+    sys.modules[module.__name__] = module  # dataclasses look their module up
+    exec(compile(text + _BEFORE_SOURCE, f"{rev}:source.py", "exec"), module.__dict__)
+    from pyspark import cloudpickle
+
+    cloudpickle.register_pickle_by_value(module)  # type: ignore[no-untyped-call]
+    source: type = module.BeforeDataSource
+    return source
 
 
 def write_range(riak: RiakClient, epochs: int, per_epoch: int, json_dir: Path) -> tuple[int, int]:
@@ -157,7 +208,11 @@ def main() -> None:
         "--rows", default="json,anchor,variant,text", help="comma-separated rows to run"
     )
     parser.add_argument("--json", action="store_true", help="headline figures as JSON, last")
+    parser.add_argument(
+        "--before", metavar="REV", help="also the source as git has it at REV (row 'before')"
+    )
     args = parser.parse_args()
+    rows = args.rows.split(",") + (["before"] if args.before else [])
 
     from pyspark.sql.functions import col, parse_json
 
@@ -184,6 +239,8 @@ def main() -> None:
             )
             spark = start_spark(args.driver_memory)
             register(spark)
+            if args.before:
+                spark.dataSource.register(before_source(args.before))
             options = {"nodes": node.url, "dc": DC, "start": FIRST_EPOCH}
             options["end"] = FIRST_EPOCH + args.epochs
             schema = spark.read.json(str(json_dir)).schema  # inferred once, untimed
@@ -196,7 +253,11 @@ def main() -> None:
                     return text.select(parse_json(col("value")).alias("event"))
                 if row == "variant":
                     return load_events(spark, **options)
-                reader = spark.read.format("riak-events").option("event", "json")
+                if row == "before":
+                    reader = spark.read.format(BEFORE_NAME)
+                    reader = reader.option("parallelism", spark.sparkContext.defaultParallelism)
+                else:
+                    reader = spark.read.format("riak-events").option("event", "json")
                 for name, value in options.items():
                     reader = reader.option(name, str(value))
                 return reader.load()
@@ -206,18 +267,22 @@ def main() -> None:
                 "anchor": "text + parse_json (anchor)",
                 "variant": "source, event VARIANT",
                 "text": "source, event JSON text",
+                "before": f"source VARIANT at {args.before}"[:28],
             }
             frames = {}
-            for row in args.rows.split(","):
+            for row in rows:
                 frames[row] = frame(row)
                 got = frames[row].count()
                 assert got == n_events, (row, got, n_events)
             # Rounds of every row in turn, so that a change of load on this shared
             # machine hits every row alike; each row keeps its best run.
             results: dict[str, Measurement] = {}
+            rounds: list[dict[str, float]] = []
             for _ in range(args.repeat):
+                rounds.append({})
                 for row, df in frames.items():
                     m = measure(partial(noop_write, df))
+                    rounds[-1][row] = m[0]
                     if row not in results or m[0] < results[row][0]:
                         results[row] = m
             print(
@@ -236,6 +301,14 @@ def main() -> None:
                     f"{cpu.get('jvm', 0):8.2f} {cpu.get('python workers', 0):7.2f} "
                     f"{cpu.get('devnode', 0):8.2f}  {load}"
                 )
+            if anchor:
+                print("\nx anchor of the same round, min / median / max:")
+                for row in frames:
+                    ratios = [r["anchor"] / r[row] for r in rounds]
+                    print(
+                        f"{labels[row]:28} {min(ratios):.2f} / {statistics.median(ratios):.2f} / "
+                        f"{max(ratios):.2f}  ({' '.join(f'{x:.2f}' for x in ratios)})"
+                    )
             if args.json:
                 headline(results, labels, n_events, args.epochs, args.events)
             spark.stop()

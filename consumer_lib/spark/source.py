@@ -377,9 +377,16 @@ class BatchBuilder:
         keys, run_ends = self._keys, pa.array(self._run_ends, pa.int32())
 
         def runs(values: list[Any], type_: pa.DataType) -> pa.Array:
-            return pc.run_end_decode(
-                pa.RunEndEncodedArray.from_arrays(run_ends, pa.array(values, type_))
+            # Array.from_buffers, not RunEndEncodedArray.from_arrays: pyarrow 26's
+            # from_arrays tries to import dateutil on every call, and a failed import
+            # scans sys.path again each time (~0.1 ms, 5 calls per batch).
+            encoded = pa.Array.from_buffers(
+                pa.run_end_encoded(pa.int32(), type_),
+                self.rows,
+                [None],
+                children=[run_ends, pa.array(values, type_)],
             )
+            return pc.run_end_decode(encoded)
 
         def joined(i: int) -> pa.Array:
             parts = [arrays[i] for arrays in self._events]
