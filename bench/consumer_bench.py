@@ -11,7 +11,9 @@ When every substream result is stored:
    ceiling: verify + decode of the same blobs already in memory, one thread (the
    codec's own speed on this data, no network), and against the same decode keeping
    the last ``--prefetch`` chunks alive (the collector's scans and cold frees the
-   ceiling does not pay; what the reader paid when it decoded ahead). "before": the
+   ceiling does not pay; what the reader paid when it decoded ahead). "Python
+   tagging": ``events`` with the reference tagger (``types.tag_events_py``) instead of
+   the Sereal core's ``tag_events``, as before issue 16's point 4a. "before": the
    reader as it was before issue 16 (each chunk decoded on the pool, ``--prefetch``
    ahead), rebuilt here from the library's parts. The variants run interleaved,
    ``--repeat`` rounds; each round's ratio to its own ceiling is printed (the machine
@@ -50,7 +52,7 @@ from events import generate_events, store_epoch
 from report import emit, figure
 
 from companion.testing import Stack, start_stack
-from consumer_lib import EventsClient, defaults, fullstream
+from consumer_lib import EventsClient, defaults, fullstream, types
 from consumer_lib.pipeline import prefetch
 from consumer_lib.ranges import EpochRange
 from consumer_lib.store import FetchedChunk
@@ -292,6 +294,15 @@ def bench_full(
     def by_chunk() -> int:
         return sum(len(c.events) for c in client.chunks(DC, first, end))
 
+    def python_tags() -> int:
+        # EventsClient.events tagging in Python (the reference tagger, as before the
+        # core's tag_events): the same read otherwise.
+        core, types.TAGGER = types.TAGGER, types.tag_events_py
+        try:
+            return full()
+        finally:
+            types.TAGGER = core
+
     pool = ThreadPoolExecutor(args.concurrency)
 
     def before() -> int:
@@ -324,6 +335,7 @@ def bench_full(
         "decode ceiling (1 thread)": ceiling,
         "EventsClient.events": full,
         "EventsClient.chunks": by_chunk,
+        "events, Python tagging": python_tags,
         f"decode, {args.prefetch} chunks kept": ceiling_kept,
         "events, before (decode ahead)": before,
     }
@@ -354,7 +366,7 @@ def bench_full(
             f"{min(r.gc_passes for r in got):5}  {ratios}"
         )
     dec_s = min(r.wall_s for r in anchor)
-    for name in ("EventsClient.events", "events, before (decode ahead)"):
+    for name in ("EventsClient.events", "events, Python tagging", "events, before (decode ahead)"):
         got = rounds[name]
         walls = [c.wall_s / r.wall_s for c, r in zip(anchor, got, strict=True)]
         callers = [c.caller_cpu_s / r.caller_cpu_s for c, r in zip(anchor, got, strict=True)]
