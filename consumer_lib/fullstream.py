@@ -222,7 +222,8 @@ def events(
     metadata = epoch_metadata(store, executor, dc, epoch_range, metadata_depth)
     items = marks(dc, metadata, keep)
     stream = _chunks_only(
-        chunk_stream(store, executor, items, prefetch_chunks, also_covered=TAG_BATCH + 1)
+        # a batch: its TaggedEvents, their list, the slice of events and the values tuple
+        chunk_stream(store, executor, items, prefetch_chunks, also_covered=TAG_BATCH + 3)
     )
     for chunk in stream:
         batches = tagged_batches(chunk)

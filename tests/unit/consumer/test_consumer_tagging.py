@@ -65,6 +65,16 @@ def test_the_core_builds_what_the_references_build_object_for_object(n: int) -> 
         assert tagged.as_dict()["event"] is event
 
 
+def test_the_python_reference_builds_what_tag_chunk_builds(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    events: list[Any] = list(generate_events(300, seed=2))
+    expected = list(tag_chunk(Chunk(KEY, events, 1, "n")))
+    same_objects(tag_events_py(TaggedEvent, TAG_SLOTS, VALUES, events), expected)
+    monkeypatch.setattr(types, "TAGGER", tag_events_py)  # where the core is not built
+    same_objects(tag_events(events, KEY), expected)
+
+
 def test_tag_events_uses_the_core_where_it_is_built() -> None:
     core = core_tagger()
     assert types.TAGGER is core
