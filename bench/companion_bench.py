@@ -30,6 +30,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import random
 import re
@@ -166,7 +167,9 @@ def commits(stack: Stack) -> tuple[int, int]:
 
 
 def tree_cpu_s(pid: int) -> float:
-    """CPU seconds of ``pid`` and its descendants alive now, plus their reaped children."""
+    """CPU seconds of ``pid`` and its descendants alive now (the children of every
+    thread: a worker's fork server is a child of one of its threads), plus their reaped
+    children."""
     tick = os.sysconf("SC_CLK_TCK")
     total = 0.0
     pending = [pid]
@@ -174,7 +177,10 @@ def tree_cpu_s(pid: int) -> float:
         p = pending.pop()
         try:
             fields = Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()
-            children = Path(f"/proc/{p}/task/{p}/children").read_text().split()
+            children = []
+            for task in Path(f"/proc/{p}/task").iterdir():
+                with contextlib.suppress(OSError):
+                    children += (task / "children").read_text().split()
         except OSError:
             continue
         # utime, stime, cutime, cstime: fields 14-17 of stat (11-14 after the name)

@@ -12,15 +12,16 @@ is decompressed; companion/DESIGN.md, failure scenario 13).
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterator
 
 from companion.errors import InputChunkUnreadable
-from eventstore.blob import DecodeLimits, unpack_blob, verify_postfix
+from eventstore.blob import DecodeLimits, verify_postfix
 from eventstore.errors import BlobTooLarge, EventStoreError
 from eventstore.names import ChunkKey, Namespaces
 from eventstore.riak import NotFound, RiakClient, RiakError
 from eventstore.sereal.projection import Tree, project_events
+from substreams import forkserver_process
 from substreams.api import Event
+from substreams.forkserver_process import ChunkUnreadable
 from substreams.sandbox import Isolation, Loader
 
 __all__ = ["check_chunk", "chunk_source", "decode_chunk", "fetch_chunk"]
@@ -60,7 +61,8 @@ def check_chunk(key: ChunkKey, blob: bytes, limits: DecodeLimits) -> None:
 def decode_chunk(
     key: ChunkKey, blob: bytes, limits: DecodeLimits, fields: Tree | None = None
 ) -> list[Event]:
-    """The chunk's events, verified and decoded.
+    """The chunk's events, verified and decoded (``substreams.forkserver_process.decode_chunk``,
+    which a companion worker's fork server runs in its children).
 
     Args:
         key, blob: the chunk.
@@ -73,24 +75,10 @@ def decode_chunk(
         InputChunkUnreadable: over the decode limits (or out of memory decoding),
             corrupt, or not an array of events.
     """
-    paths = None if fields is None else list(_paths(fields, ()))
     try:
-        events = unpack_blob(blob, key=key.format(), limits=limits, fields=paths)
-    except BlobTooLarge as e:
-        raise InputChunkUnreadable(f"too_large: {e}") from e
-    except EventStoreError as e:
-        raise InputChunkUnreadable(f"chunk_unreadable: {e}") from e
-    except MemoryError:
-        raise InputChunkUnreadable(
-            f"too_large: {key}: out of memory decoding {len(blob)} bytes"
-        ) from None
-    if not isinstance(events, list):
-        raise InputChunkUnreadable(
-            f"chunk_unreadable: {key} holds a {type(events).__name__}, not an array of events"
-        )
-    # Elements are whatever the producers sent; plugins treat them defensively
-    # (substreams.helpers), so they are passed on as they are.
-    return events
+        return forkserver_process.decode_chunk(key.format(), blob, limits, fields)
+    except ChunkUnreadable as e:
+        raise InputChunkUnreadable(str(e)) from e
 
 
 def chunk_source(key: ChunkKey, blob: bytes, limits: DecodeLimits, isolation: Isolation) -> Loader:
@@ -111,12 +99,3 @@ def chunk_source(key: ChunkKey, blob: bytes, limits: DecodeLimits, isolation: Is
         return functools.partial(decode_chunk, key, blob, limits)
     events = decode_chunk(key, blob, limits)
     return functools.partial(project_events, events)
-
-
-def _paths(tree: Tree, prefix: tuple[str, ...]) -> Iterator[tuple[str, ...]]:
-    """The fields of a compiled tree, as tuples of keys (a key may hold a dot)."""
-    for key, sub in tree.items():
-        if sub is None:
-            yield (*prefix, key)
-        else:
-            yield from _paths(sub, (*prefix, key))

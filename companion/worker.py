@@ -26,7 +26,8 @@ Algorithm::
         quarantine.py: the ones not trusted go to their lanes (own child each, one
             chunk at a time, stored by the lane; a full lane: result
             "shed: quarantined: ..."); new ones are waited for below, for a while
-        outcomes = sandbox.run_substreams(trusted, source)   # the shared child(ren);
+        outcomes = sandbox.run_substreams(trusted, source)   # the shared child(ren),
+            forked by the worker's fork server (forkserver.py) with isolation "chunk";
             each run sees the events narrowed to its own substream's fields
             no pipe or fork (SandboxUnavailable): the runs not ended get "error: sandbox: ..."
             not decodable in the child: "unreadable" outcomes, result "error: chunk_unreadable: ..."
@@ -47,8 +48,9 @@ Failure scenarios:
 4. The chunk cannot be read (404, checksum mismatch, not Sereal, over the decode
    limits; in the child: not an array, corrupt inside, over the object budget): every
    matching substream's result is marked ``error`` naming the cause.
-5. The sandbox cannot start a child (out of processes, descriptors or memory), or a
-   bug raises: ``error`` results naming the cause; not counted against the plugins.
+5. The sandbox cannot start a child (out of processes, descriptors or memory), the
+   fork server cannot start, dies or is late, or a bug raises: ``error`` results
+   naming the cause; not counted against the plugins.
 6. Riak refuses a result write: retried with backoff (``writer.py``), then counted
    ``results_not_stored`` and logged; the auditor fills the result later.
 7. The worker process stops: the chunks its threads were processing are lost (the
@@ -68,6 +70,7 @@ from companion.auditor import SeenDcs
 from companion.chunks import chunk_source, fetch_chunk
 from companion.disabled import DisabledSet
 from companion.errors import InputChunkUnreadable
+from companion.forkserver import ChunkServer
 from companion.inbox import Inbox, InboxItem
 from companion.quarantine import LaneItem, Quarantine
 from companion.settings import CompanionSettings
@@ -168,6 +171,8 @@ class Engine:
             if settings.quarantine
             else None
         )
+        #: Forks the chunk threads' shared children (isolation "chunk"; forkserver.py).
+        self._server = ChunkServer(settings.threads) if settings.isolation == "chunk" else None
         self._plugins_lock = threading.Lock()
         self._stopping = threading.Event()
         self._threads: list[threading.Thread] = []
@@ -177,6 +182,9 @@ class Engine:
     def start(self) -> Engine:
         """Load plugins and start the processing, shedding and reload threads."""
         self.reload()
+        if self._server is not None:  # its interpreter starts while the engine does
+            server = self._server
+            threading.Thread(target=server.start, name="companion-forkserver", daemon=True).start()
         targets = [(f"companion-chunk-{i}", self._work) for i in range(self.settings.threads)]
         targets += [("companion-shed", self._shedder.run), ("companion-reload", self._reload_loop)]
         for name, target in targets:
@@ -200,6 +208,8 @@ class Engine:
         if self.quarantine is not None:
             self.quarantine.stop(max(0.0, deadline - time.monotonic()))
         self._writer.shutdown()
+        if self._server is not None:
+            self._server.close()
         if self._owns_inbox:
             self._inbox.close()
 
@@ -401,9 +411,21 @@ class Engine:
         subs, waits, refused = self._hand_off(key, subs, source, lane, written)
         skipped += refused
         lost_cause = ""
+        causes: dict[int, str] = {}  # why a run has no outcome, when not lost_cause
+        server_cpu_s = 0.0
         try:
             outcomes: list[Outcome | None] = []
-            if subs:
+            if subs and self._server is not None and self._server.can_run(subs):
+                outcomes, causes, server_cpu_s = self._server.run(
+                    subs,
+                    blob,
+                    key,
+                    decode_limits=self.settings.decode_limits,
+                    cap=self.settings.cap,
+                    max_parallel=self.settings.max_parallel,
+                    isolation=self.settings.isolation,
+                )
+            elif subs:
                 outcomes = list(
                     run_substreams(
                         subs,
@@ -417,16 +439,22 @@ class Engine:
         except SandboxUnavailable as e:  # no pipe or no process: not the plugins' fault
             outcomes = list(e.outcomes) or [None] * len(subs)
             lost_cause = str(e)
-        laps.lap("sandbox")
+        laps.lap("sandbox", extra_cpu_s=server_cpu_s)
         done = [(sub, o) for sub, o in zip(subs, outcomes, strict=True) if o is not None]
-        lost = [sub for sub, o in zip(subs, outcomes, strict=True) if o is None]
+        lost = [
+            (i, sub) for i, (sub, o) in enumerate(zip(subs, outcomes, strict=True)) if o is None
+        ]
         writes: list[Write] = [(sub, stored_value(sub, o), o.status) for sub, o in done]
-        writes += [(s, error_value("error", s.name, s.version, lost_cause), "error") for s in lost]
+        writes += [
+            (s, error_value("error", s.name, s.version, causes.get(i, lost_cause)), "error")
+            for i, s in lost
+        ]
         pending = self._writer.start(key, skipped + writes, written)
         del source, blob  # freed while the results are on their way
         laps.lap("free")
-        if lost:
-            self._signal_failed(key, lost, lost_cause, "sandbox")
+        for cause in {causes.get(i, lost_cause) for i, _ in lost}:
+            subs_lost = [s for i, s in lost if causes.get(i, lost_cause) == cause]
+            self._signal_failed(key, subs_lost, cause, "sandbox")
         unreadable = [o.error or "" for _, o in done if o.kind == "unreadable"]
         if unreadable:  # the child could not decode the chunk: nobody's run
             self._unreadable(key, unreadable[0])

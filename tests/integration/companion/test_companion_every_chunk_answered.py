@@ -16,6 +16,7 @@ inside the companion (real gunicorn companion, devnode, its hook).
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable
 from typing import Any
@@ -119,7 +120,13 @@ def test_a_fork_failure_leaves_an_error_naming_the_cause_on_every_matching_subst
     wait_for(lambda: len(children_of(master)) == 2)
     workers = children_of(master)
     assert len(workers) == 2
-    with forks_refused(workers):
+    # Each worker's fork server (companion/forkserver.py) forks the chunks' children:
+    # it must be refused too, once it is up (a thread per chunk thread of its worker,
+    # started before the worker's first chunk may use it).
+    wait_for(lambda: all(children_of(w) for w in workers))
+    servers = [pid for w in workers for pid in children_of(w)]
+    wait_for(lambda: all(len(os.listdir(f"/proc/{pid}/task")) > 2 for pid in servers))
+    with forks_refused(workers + servers):
         keys = stack.write_epoch(EPOCH + 1, "dc1", chunks(3))
         for name in ("counts", "firsts"):
             for key, record in stack.wait_results(name, keys).items():

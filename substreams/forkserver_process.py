@@ -1,28 +1,43 @@
-"""The fallback's fork server: the small process that forks one sandboxed child per chunk.
+"""The fork server: a small process that forks the sandboxed child of each chunk.
 
-Started by :class:`consumer_lib.forkserver.ForkServer` as a fresh interpreter (this file
-run by path, so that neither the consumer library nor anything the caller holds is in
-it: ~26 MB resident instead of the caller's hundreds, which is what each fork copies).
-It is also the wire both sides speak.
+Used by the consumer's fallback (``consumer_lib/forkserver.py``) and by each companion
+worker (``companion/forkserver.py``), both through :class:`substreams.forkserver.ForkServer`,
+which starts it as a fresh interpreter (this file run by path, so that nothing its caller
+holds is in it: neither the caller's heap nor its threads' writes, which each fork of
+the caller would copy or fault on). It is also the wire both sides speak.
 
 Process: the caller passes a Unix socket (``control``) at start. Each connection it
 wants arrives on ``control`` as a descriptor (``SCM_RIGHTS``); a thread serves it, one
-request at a time::
+request at a time. Two kinds of request, both a JSON header + the chunk's stored
+(verified) bytes; plugins are loaded here once per (origin, version)
+(substreams.loader: the file the caller loaded, its hash checked before and after the
+import; or the installed entry points):
 
-    request  = header {"plugins": [{origin, name, version, limits}], "ctx": [...],
-                       "decode_limits": {...}} + the chunk's stored (verified) bytes
-    plugins  = loaded here once per (origin, version) (substreams.loader: the file the
-               caller loaded, its hash checked before and after the import; or the
-               installed entry points)
+``"decode"`` (the consumer's fallback; the default)::
+
+    request  = {"plugins": [{origin, name, version, limits}], "ctx": [...],
+                "decode_limits": {...}}
     outcomes = run_in_child([decode, plugin, ...], isolation="chunk", max_parallel=1)
-               # substreams.sandbox: one forked child per chunk: own group, PDEATHSIG,
-               # fds closed, rlimits, audit hook, seccomp, SIGALRM; SIGKILL of the
-               # group at the deadline. The decode is the child's first job (its own
-               # deadline and memory allowance), so each plugin's limits are measured
-               # from the decoded chunk exactly as when the caller forked. Each plugin
-               # is given the events narrowed to its declared fields (projection.py),
-               # as the companion and ``substream test`` give them.
-    reply    = header {"decode": outcome, "outcomes": [...]} + each outcome's payload
+               # the decode is the child's first job (its own deadline and memory
+               # allowance); each plugin gets the events narrowed to its declared fields
+    reply    = {"decode": outcome, "outcomes": [...]} + each ok outcome's payload
+
+``"chunk"`` (the companion: exactly what ``sandbox.run_substreams`` does with a loader
+in the caller's own process)::
+
+    request  = {"kind": "chunk", "plugins": [{origin, name, version}], "ctx": [...],
+                "decode_limits": {...}, "cap": [limits] | null, "isolation": ...,
+                "max_parallel": n, "nice": n}
+    outcomes = run_substreams(plugins, loader, ctx, cap=..., isolation=..., ...)
+               # the loader is decode_chunk below: the child decodes the chunk once,
+               # with the union of the fields its plugins declare
+    reply    = {"outcomes": [...], "refused": {index: why}, "server_cpu_s": s}
+               + each ok outcome's payload
+
+Either way the sandbox (substreams.sandbox) forks the children: own group, PDEATHSIG,
+fds closed, rlimits, audit hook, seccomp, SIGALRM; SIGKILL of the group at the
+deadline. When it cannot fork (or make a pipe) the reply is ``{"unavailable": why}``
+(with the outcomes of the runs already ended, for ``"chunk"``).
 
 The server exits when ``control`` reaches EOF (the caller closed it, or died), and is
 SIGKILLed by the kernel when the caller's thread that started it ends
@@ -30,16 +45,17 @@ SIGKILLed by the kernel when the caller's thread that started it ends
 them (the sandbox sets the same on them).
 
 Failure semantics: a plugin that cannot be loaded here (its file changed or vanished
-since the caller loaded it) gets an ``error`` outcome naming why; a chunk that does not
-decode gets a ``decode`` outcome the caller turns into ``ChunkUnreadable``; nothing a
+since the caller loaded it) is refused, naming why; a chunk that does not decode gets a
+``decode`` outcome (``"decode"``) or ``unreadable`` outcomes (``"chunk"``); nothing a
 plugin does reaches this process. This module imports only ``substreams`` and
-``eventstore`` (never ``consumer_lib``): it is loaded by path in the server.
+``eventstore``: it is loaded by path in the server.
 """
 
 from __future__ import annotations
 
 import contextlib
 import ctypes
+import functools
 import json
 import os
 import signal
@@ -47,26 +63,31 @@ import socket
 import struct
 import sys
 import threading
-from collections.abc import Callable, Sequence
+import time
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 from eventstore.blob import DecodeLimits, unpack_blob
-from eventstore.errors import BlobError
-from eventstore.sereal.projection import compile_fields, project_events
+from eventstore.errors import BlobError, BlobTooLarge, EventStoreError
+from eventstore.sereal.projection import Tree, compile_fields, project_events
 from substreams.api import Context, Event, Substream, version_of
 from substreams.child import Job, Reported, Unencodable
-from substreams.errors import PluginLoadError
+from substreams.errors import PluginLoadError, SubstreamError
 from substreams.loader import LoadReport, load_entry_points, load_file
 from substreams.protocol import Limits
 from substreams.results import ok_value
-from substreams.sandbox import Outcome, SandboxUnavailable, run_in_child
+from substreams.sandbox import Outcome, SandboxUnavailable, run_in_child, run_substreams
 from substreams.syscall_filter import program
 
 __all__ = [
     "DECODE_LIMITS",
     "ENTRY_POINT_PREFIX",
     "MAX_MESSAGE_BYTES",
+    "ChunkUnreadable",
+    "decode_chunk",
+    "outcome_fields",
+    "outcome_from",
     "recv_message",
     "send_message",
     "serve",
@@ -127,6 +148,89 @@ def recv_message(sock: socket.socket) -> tuple[dict[str, Any], list[bytes]]:
         raise ValueError(f"message of {sum(sizes)} bytes is over {MAX_MESSAGE_BYTES}")
     blobs = [_recv_exactly(sock, size) for size in sizes]
     return header, blobs
+
+
+# -- a chunk's events, as the companion decodes them ------------------------------------------
+
+
+class ChunkUnreadable(SubstreamError):
+    """A chunk that cannot be decoded; the message is what every run's result says,
+    starting with ``chunk_unreadable:`` or ``too_large:``."""
+
+
+def decode_chunk(key: str, blob: bytes, limits: DecodeLimits, fields: Tree | None) -> list[Event]:
+    """The chunk's events, verified and decoded (the companion's loader, in its own
+    child or in a fork server's).
+
+    Args:
+        key: the chunk's key, for messages.
+        blob: the stored chunk.
+        limits: the decode limits (checked from the header first; the decompressor
+            and the objects built are bounded by them).
+        fields: the fields of each event to keep (``eventstore/sereal/projection.py``);
+            None: all.
+
+    Raises:
+        ChunkUnreadable: over the decode limits (or out of memory decoding), corrupt,
+            or not an array of events.
+    """
+    paths = None if fields is None else list(_paths(fields, ()))
+    try:
+        events = unpack_blob(blob, key=key, limits=limits, fields=paths)
+    except BlobTooLarge as e:
+        raise ChunkUnreadable(f"too_large: {e}") from e
+    except EventStoreError as e:
+        raise ChunkUnreadable(f"chunk_unreadable: {e}") from e
+    except MemoryError:
+        raise ChunkUnreadable(
+            f"too_large: {key}: out of memory decoding {len(blob)} bytes"
+        ) from None
+    if not isinstance(events, list):
+        raise ChunkUnreadable(
+            f"chunk_unreadable: {key} holds a {type(events).__name__}, not an array of events"
+        )
+    # Elements are whatever the producers sent; plugins treat them defensively
+    # (substreams.helpers), so they are passed on as they are.
+    return events
+
+
+def _paths(tree: Tree, prefix: tuple[str, ...]) -> Iterator[tuple[str, ...]]:
+    """The fields of a compiled tree, as tuples of keys (a key may hold a dot)."""
+    for key, sub in tree.items():
+        if sub is None:
+            yield (*prefix, key)
+        else:
+            yield from _paths(sub, (*prefix, key))
+
+
+def outcome_fields(outcome: Outcome) -> dict[str, Any]:
+    """An outcome as a reply header holds it (the payload travels as a blob)."""
+    return {
+        "kind": outcome.kind,
+        "error": outcome.error,
+        "wall_s": outcome.wall_s,
+        "cpu_s": outcome.cpu_s,
+        "max_rss_kb": outcome.max_rss_kb,
+        "exit_status": outcome.exit_status,
+        "load_cpu_s": outcome.load_cpu_s,
+        "child_cpu_s": outcome.child_cpu_s,
+    }
+
+
+def outcome_from(name: str, fields: dict[str, Any], payload: bytes) -> Outcome:
+    """The outcome :func:`outcome_fields` described (and its payload)."""
+    return Outcome(
+        name,
+        fields["kind"],
+        payload,
+        error=fields.get("error"),
+        wall_s=float(fields.get("wall_s", 0.0)),
+        cpu_s=float(fields.get("cpu_s", 0.0)),
+        max_rss_kb=int(fields.get("max_rss_kb", 0)),
+        exit_status=int(fields.get("exit_status", 0)),
+        load_cpu_s=float(fields.get("load_cpu_s", 0.0)),
+        child_cpu_s=float(fields.get("child_cpu_s", 0.0)),
+    )
 
 
 # -- the server -----------------------------------------------------------------------------
@@ -220,16 +324,6 @@ def _union_fields(subs: list[Substream]) -> list[str] | None:
     return [field for sub in subs for field in sub.fields or ()]
 
 
-def _outcome_header(outcome: Outcome) -> dict[str, Any]:
-    return {
-        "kind": outcome.kind,
-        "error": outcome.error,
-        "wall_s": outcome.wall_s,
-        "cpu_s": outcome.cpu_s,
-        "max_rss_kb": outcome.max_rss_kb,
-    }
-
-
 def handle(
     plugins: _Plugins, header: dict[str, Any], value: bytes
 ) -> tuple[dict[str, Any], list[bytes]]:
@@ -266,11 +360,51 @@ def handle(
     decode, rest = ran[0], iter(ran[1:])
     outcomes = [refused[i] if i in refused else next(rest) for i in range(len(specs))]
     reply = {
-        "decode": _outcome_header(decode),
+        "decode": outcome_fields(decode),
         "decode_message": decode.payload.decode(errors="replace") if not decode.ok else "",
-        "outcomes": [_outcome_header(o) for o in outcomes],
+        "outcomes": [outcome_fields(o) for o in outcomes],
     }
     return reply, [o.payload if o.ok else b"" for o in outcomes]
+
+
+def handle_chunk(
+    plugins: _Plugins, header: dict[str, Any], value: bytes
+) -> tuple[dict[str, Any], list[bytes]]:
+    """A ``"chunk"`` request: ``run_substreams`` with the chunk's loader; the reply."""
+    started = time.thread_time()
+    ctx = Context(*header["ctx"])
+    refused: dict[int, str] = {}
+    subs: list[Substream] = []
+    for i, spec in enumerate(header["plugins"]):
+        try:
+            subs.append(plugins.get(spec["origin"], spec["name"], spec["version"]))
+        except PluginLoadError as e:
+            refused[i] = f"not loadable in the fork server: {e}"
+    cap = None if header.get("cap") is None else Limits(*header["cap"])
+    loader = functools.partial(
+        decode_chunk, ctx.key.format(), value, DecodeLimits(**header["decode_limits"])
+    )
+    ran: Sequence[Outcome | None] = []
+    reply: dict[str, Any] = {}
+    try:
+        if subs:
+            ran = run_substreams(
+                subs,
+                loader,
+                ctx,
+                cap=cap,
+                max_parallel=int(header.get("max_parallel", 1)),
+                isolation=header.get("isolation", "chunk"),
+                nice=int(header.get("nice", 0)),
+            )
+    except SandboxUnavailable as e:
+        ran, reply["unavailable"] = e.outcomes or [None] * len(subs), str(e)
+    by_index = iter(ran)
+    outcomes = [None if i in refused else next(by_index) for i in range(len(header["plugins"]))]
+    reply["outcomes"] = [None if o is None else outcome_fields(o) for o in outcomes]
+    reply["refused"] = refused
+    reply["server_cpu_s"] = time.thread_time() - started
+    return reply, [o.payload if o is not None and o.ok else b"" for o in outcomes]
 
 
 def _serve_connection(plugins: _Plugins, conn: socket.socket) -> None:
@@ -280,14 +414,30 @@ def _serve_connection(plugins: _Plugins, conn: socket.socket) -> None:
                 header, blobs = recv_message(conn)
             except (EOFError, OSError, ValueError):
                 return  # the caller closed it (or spoke nonsense: it then sees EOF)
+            reply: dict[str, Any] = {}  # a ping (the caller's start): this thread is up
+            payloads: list[bytes] = []
             try:
-                reply, payloads = handle(plugins, header, blobs[0])
+                if header.get("kind") == "chunk":
+                    reply, payloads = handle_chunk(plugins, header, blobs[0])
+                elif header.get("kind") != "ping":
+                    reply, payloads = handle(plugins, header, blobs[0])
             except Exception as e:  # a malformed request, or the OS refused (wait4, pipe)
                 reply, payloads = {"unavailable": f"{type(e).__name__}: {e}"}, []
             try:
                 send_message(conn, reply, payloads)
             except OSError:
                 return
+
+
+def _refuse(conn: socket.socket, error: RuntimeError) -> None:
+    """Answer a connection's first request with why it cannot run, then close it (served
+    inline: no thread could be started for it)."""
+    with conn:
+        try:
+            recv_message(conn)
+            send_message(conn, {"unavailable": f"sandbox: fork failed: no thread: {error}"})
+        except (EOFError, OSError, ValueError):
+            return
 
 
 def _die_with_parent(parent_pid: int) -> None:
@@ -314,7 +464,12 @@ def serve(control_fd: int, parent_pid: int) -> None:
             break  # EOF: the caller closed control, or died
         for fd in fds:
             conn = socket.socket(fileno=fd)
-            threading.Thread(target=_serve_connection, args=(plugins, conn), daemon=True).start()
+            try:
+                threading.Thread(
+                    target=_serve_connection, args=(plugins, conn), daemon=True
+                ).start()
+            except RuntimeError as e:  # out of processes (threads count): no thread, no child
+                _refuse(conn, e)
     os._exit(0)  # children of our threads get SIGKILL (PDEATHSIG)
 
 

@@ -1,0 +1,145 @@
+"""A companion worker's fork server: its shared children are forked by a small helper
+process (:mod:`substreams.forkserver`, shared with the consumer's fallback), not by
+the worker.
+
+Why (companion/DESIGN.md, "Performance"): a fork of the ~42 MB gunicorn worker copies
+its page tables, and every page the worker's threads write while a child lives (HTTP,
+buffers, counters) faults afterwards; both the worker and each child paid for it on
+every chunk. The server does nothing between forks but wait; it is started from the
+worker when the engine starts, loads the plugins from their files (each checked
+against the version the worker loaded), and runs exactly what
+:func:`substreams.sandbox.run_substreams` runs in the worker (the same loader:
+``substreams.forkserver_process.decode_chunk``; the same limits, deadlines, process
+groups, rlimits, audit hook and seccomp filter).
+
+Only the chunk threads' shared children go through it (isolation ``chunk``, every
+substream loaded from a file or an entry point); the quarantine's lanes and isolation
+``substream`` fork in the worker as before.
+
+Failure semantics: when the server cannot start, dies, is late (then killed) or cannot
+fork, :meth:`ChunkServer.run` raises :class:`~substreams.sandbox.SandboxUnavailable`
+naming the cause, with the outcomes of the runs that had ended, as the worker's own
+fork would: the worker marks the other runs ``error``, not counted against the
+plugins. A plugin the server cannot load (its file changed since the worker loaded it)
+has no outcome (``None``): marked ``error`` naming why, not counted either. The next
+chunk starts a new server. The server dies with the worker (``PR_SET_PDEATHSIG`` on the
+thread that started it) and its children with it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import Sequence
+
+from prometheus_client import Counter
+
+from eventstore.blob import DecodeLimits
+from eventstore.names import ChunkKey
+from substreams.api import Substream
+from substreams.child import LOAD_CPU_S
+from substreams.forkserver import ForkServer, ForkServerFailed
+from substreams.forkserver_process import outcome_from
+from substreams.protocol import Isolation, Limits
+from substreams.sandbox import LOAD_TIMEOUT_S, Outcome, SandboxUnavailable
+
+log = logging.getLogger(__name__)
+
+__all__ = ["FORK_SERVER_STARTS_TOTAL", "ChunkServer"]
+
+FORK_SERVER_STARTS_TOTAL = Counter(
+    "companion_fork_server_starts_total",
+    "Fork servers started by the companion's workers (a restart after a death counts too)",
+)
+
+#: Allowance per request on top of the runs' own deadlines (server and child setup), s.
+_MARGIN_S = 10.0
+
+
+class ChunkServer:
+    """One worker's fork server for its chunk threads (module docstring); lazy.
+
+    Args:
+        connections: requests in flight at once (the worker's chunk threads).
+    """
+
+    def __init__(self, connections: int) -> None:
+        self.connections = connections
+        self.server = ForkServer(
+            "companion: the worker's fork server",
+            max_connections=connections,
+            on_start=FORK_SERVER_STARTS_TOTAL.inc,
+        )
+
+    @staticmethod
+    def can_run(subs: Sequence[Substream]) -> bool:
+        """Whether the server can load every one of ``subs`` itself."""
+        return all(ForkServer.can_run(sub) for sub in subs)
+
+    def start(self) -> None:
+        """Start the server now, with a connection for each chunk thread (its
+        interpreter and imports take ~0.5 s): a failure is logged, and the first chunk
+        tries again."""
+        try:
+            self.server.start(self.connections)
+        except ForkServerFailed as e:
+            log.warning("companion: the worker's fork server could not start: %s", e)
+
+    def close(self) -> None:
+        """End the server and its children."""
+        self.server.close()
+
+    def run(
+        self,
+        subs: Sequence[Substream],
+        blob: bytes,
+        key: ChunkKey,
+        *,
+        decode_limits: DecodeLimits,
+        cap: Limits | None,
+        max_parallel: int,
+        isolation: Isolation,
+    ) -> tuple[list[Outcome | None], dict[int, str], float]:
+        """Run ``subs`` on the chunk in the server's sandboxed child(ren), the blob
+        decoded there (checked by the caller: ``companion.chunks.check_chunk``).
+
+        Returns:
+            One outcome per substream (``None``: the server could not load it), why
+            each ``None`` has none (by index), and the CPU seconds the server's thread
+            spent on the request (its fork, wait and reap).
+
+        Raises:
+            SandboxUnavailable: see the module docstring.
+        """
+        limits = [Limits.of(s, cap) for s in subs]
+        header = {
+            "kind": "chunk",
+            "plugins": [{"origin": s.origin, "name": s.name, "version": s.version} for s in subs],
+            "ctx": [key.epoch, key.dc, key.type, key.subtype, key.chunk],
+            "decode_limits": dataclasses.asdict(decode_limits),
+            "cap": None if cap is None else list(dataclasses.astuple(cap)),
+            "max_parallel": max_parallel,
+            "isolation": isolation,
+        }
+        deadline_s = (
+            _MARGIN_S
+            + LOAD_TIMEOUT_S
+            + LOAD_CPU_S
+            + sum(lim.timeout_s + lim.kill_grace_s for lim in limits)
+        )
+        where = f"companion: epoch={key.epoch} dc={key.dc} key={key}"
+        try:
+            reply, payloads = self.server.request(header, [blob], deadline_s, where)
+        except ForkServerFailed as e:
+            raise SandboxUnavailable(f"sandbox: {e}", [None] * len(subs)) from e
+        if "outcomes" not in reply:  # the request itself failed there
+            why = reply.get("unavailable", "no outcomes in the reply")
+            raise SandboxUnavailable(f"sandbox: fork server: {why}", [None] * len(subs))
+        outcomes: list[Outcome | None] = [
+            None if fields is None else outcome_from(sub.name, fields, payload)
+            for sub, fields, payload in zip(subs, reply["outcomes"], payloads, strict=True)
+        ]
+        if "unavailable" in reply:
+            raise SandboxUnavailable(str(reply["unavailable"]), outcomes)
+        refused = {int(i): f"sandbox: {why}" for i, why in reply.get("refused", {}).items()}
+        return outcomes, refused, float(reply.get("server_cpu_s", 0.0))

@@ -1,0 +1,89 @@
+"""Each companion worker's fork server (``companion/forkserver.py``), with real gunicorn
+workers: killed -9 with the worker, nothing the worker started survives; the server
+killed -9 mid-run, the chunk's results name the cause and the next chunk gets a new
+server."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from companion.testing import Stack, children_of, process_alive
+from eventstore.names import ChunkKey
+
+pytestmark = pytest.mark.integration
+
+EPOCH = 1_700_016_000
+
+# Runs in the shared child (quarantine off: no lane, no fork in the worker).
+SLEEPY = """
+import time
+from substreams import substream
+
+@substream(name="sleepy", timeout_s=30)
+def sleepy(events, ctx):
+    if events and events[0].get("sleep"):
+        time.sleep(25)
+    return len(events)
+"""
+
+
+def wait_for(condition: Callable[[], Any], timeout_s: float = 20.0) -> Any:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        value = condition()
+        if value:
+            return value
+        time.sleep(0.05)
+    raise AssertionError(f"condition not met within {timeout_s}s")
+
+
+def sleeping_child(stack: Stack, epoch: int) -> tuple[int, int, int, ChunkKey]:
+    """Write a chunk whose run sleeps; returns (worker, its fork server, the child
+    running the plugin, the chunk) once the child runs."""
+    master = stack.companion.pid
+    assert master is not None
+    (worker,) = wait_for(lambda: children_of(master))
+    (server,) = wait_for(lambda: children_of(worker))
+    (key,) = stack.write_epoch(epoch, "dc1", {("web", "main", 0): [{"sleep": True}]})
+    (child,) = wait_for(lambda: children_of(server))
+    return worker, server, child, key
+
+
+def test_a_worker_killed_9_leaves_neither_its_fork_server_nor_a_child_running(
+    stack_factory: Callable[..., Stack],
+) -> None:
+    stack = stack_factory(
+        plugins={"sleepy.py": SLEEPY}, companion={"workers": 1, "threads": 1, "quarantine": False}
+    )
+    worker, server, child, _ = sleeping_child(stack, EPOCH)
+    os.kill(worker, signal.SIGKILL)
+    # PR_SET_PDEATHSIG: the server dies with the worker's thread that started it, the
+    # child with the server's thread that forked it; nobody waits for the 25 s sleep.
+    wait_for(lambda: not process_alive(server) and not process_alive(child), timeout_s=10)
+
+
+def test_a_fork_server_killed_9_mid_run_marks_the_chunk_and_the_next_gets_a_new_one(
+    stack_factory: Callable[..., Stack],
+) -> None:
+    stack = stack_factory(
+        plugins={"sleepy.py": SLEEPY}, companion={"workers": 1, "threads": 1, "quarantine": False}
+    )
+    worker, server, child, key = sleeping_child(stack, EPOCH + 1)
+    os.kill(server, signal.SIGKILL)
+    (record,) = stack.wait_results("sleepy", [key], timeout_s=10).values()
+    assert record.status == "error", record
+    assert record.error is not None
+    assert record.error.startswith("sandbox: fork server died"), record.error
+    wait_for(lambda: not process_alive(child), timeout_s=10)  # it died with the server
+    # Not the plugin's failure: the next chunk runs it, in a new server of the worker.
+    after = stack.write_epoch(EPOCH + 2, "dc1", {("web", "main", 0): [{}, {}]})
+    (record,) = stack.wait_results("sleepy", after).values()
+    assert record.status == "ok", record
+    (new_server,) = children_of(worker)
+    assert new_server != server
