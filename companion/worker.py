@@ -439,7 +439,8 @@ class Engine:
         except SandboxUnavailable as e:  # no pipe or no process: not the plugins' fault
             outcomes = list(e.outcomes) or [None] * len(subs)
             lost_cause = str(e)
-        laps.lap("sandbox", extra_cpu_s=server_cpu_s)
+        laps.lap("sandbox")
+        laps.cpu["server"] = server_cpu_s  # the fork server's side: fork, wait, reap
         done = [(sub, o) for sub, o in zip(subs, outcomes, strict=True) if o is not None]
         lost = [
             (i, sub) for i, (sub, o) in enumerate(zip(subs, outcomes, strict=True)) if o is None
