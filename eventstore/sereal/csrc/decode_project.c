@@ -189,7 +189,7 @@ skip_key(Dec *d, Py_ssize_t *pos, const char *what)
     return -1;
 }
 
-/* skip() with the commonest values (small integers, short strings) inline. */
+/* skip() with the commonest values (small integers, short strings, COPYs) inline. */
 static inline int
 skip_value(Dec *d, Py_ssize_t *pos)
 {
@@ -205,6 +205,10 @@ skip_value(Dec *d, Py_ssize_t *pos)
             srl_mark_tag(d, p);
             *pos = p + 1 + (t & 0x1f);
             return 0;
+        }
+        if (t == SRL_COPY) { /* a deduplicated string: hosts, URLs, agents */
+            srl_mark_tag(d, p);
+            return skip_copy(d, p, pos);
         }
     }
     return skip(d, pos);
