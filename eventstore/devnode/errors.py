@@ -109,7 +109,7 @@ class EntityTooLarge(DevnodeError):
     status = 413
 
 
-class PreconditionFailed(DevnodeError):
+class ConditionNotMet(DevnodeError):
     """A PUT's ``If-Match`` or ``If-None-Match`` did not hold (412, empty body, as
     webmachine answers for riak_kv_wm_object)."""
 

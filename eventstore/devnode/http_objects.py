@@ -36,9 +36,9 @@ from eventstore.devnode import records
 from eventstore.devnode.bodies import read_body
 from eventstore.devnode.buckets import is_quorum, resolve_quorum
 from eventstore.devnode.errors import (
+    ConditionNotMet,
     InvalidRequest,
     ObjectNotFound,
-    PreconditionFailed,
     UnsupportedMediaType,
 )
 from eventstore.devnode.records import StoredObject
@@ -231,7 +231,7 @@ def _check_preconditions(devnode: Devnode, request: Request, loc_key: bytes, now
     ``If-Match: *`` fails.
 
     Raises:
-        PreconditionFailed: a condition does not hold (412).
+        ConditionNotMet: a condition does not hold (412).
         InvalidRequest: ``If-Modified-Since``/``If-Unmodified-Since`` (not implemented
             here: refused rather than ignored).
     """
@@ -248,14 +248,14 @@ def _check_preconditions(devnode: Devnode, request: Request, loc_key: bytes, now
         etag = None
     if etag is None:
         if if_match is not None and if_match.strip() == "*":
-            raise PreconditionFailed("If-Match: * and no object")
+            raise ConditionNotMet("If-Match: * and no object")
         return
     if if_match is not None and if_match.strip() != "*" and etag not in _etags(if_match):
-        raise PreconditionFailed("If-Match does not name the object's ETag")
+        raise ConditionNotMet("If-Match does not name the object's ETag")
     if if_none_match is not None and (
         if_none_match.strip() == "*" or etag in _etags(if_none_match)
     ):
-        raise PreconditionFailed("If-None-Match names the object")
+        raise ConditionNotMet("If-None-Match names the object")
 
 
 def _etags(header: str) -> set[str]:
