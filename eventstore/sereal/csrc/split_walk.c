@@ -392,6 +392,17 @@ srl_walk_item(Walk *w, Py_ssize_t *pos)
         return -1;
     Py_ssize_t stop;
     int rc;
+    /* Short strings and small integers, the commonest items, by comparison before the
+     * kind's jump (which mispredicts more than this: callgrind --branch-sim). */
+    if (tag >= SRL_SHORT_BINARY_LOW) {
+        if ((stop = string_end(w, tagpos)) < 0)
+            return -1;
+        goto scalar;
+    }
+    if (tag < SRL_VARINT) {
+        stop = tagpos + 1;
+        goto scalar;
+    }
     switch (srl_tag_kind(tag)) {
     case SRL_K_REFP:
     case SRL_K_ALIAS:
@@ -456,6 +467,7 @@ srl_walk_item(Walk *w, Py_ssize_t *pos)
     case SRL_K_UNSUPPORTED:
         return srl_walk_fail(srl_state.UnknownTag, tagpos, "unknown or unsupported tag");
     }
+scalar:
     if (stop > w->end)
         return srl_walk_fail(srl_state.TruncatedInput, w->end, "input ends inside a number");
     *pos = stop;
