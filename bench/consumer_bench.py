@@ -44,9 +44,9 @@ import tempfile
 import time
 from collections import Counter, defaultdict, deque
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeVar
 
 from events import generate_events, store_epoch
 from report import emit, figure
@@ -55,17 +55,19 @@ from companion.testing import Stack, start_stack
 from consumer_lib import EventsClient, defaults, fullstream, types
 from consumer_lib.pipeline import prefetch
 from consumer_lib.ranges import EpochRange
-from consumer_lib.store import FetchedChunk
+from consumer_lib.store import FetchedBlob, FetchedChunk, Store
 from consumer_lib.types import Chunk, ChunkFilter, tag_chunk
 from eventstore import sereal
 from eventstore.blob import unpack_blob
+from eventstore.chunking import chunk_events
 from eventstore.devnode.testing import free_port
-from eventstore.names import ChunkKey
+from eventstore.names import DEFAULT_NAMESPACES, ChunkKey, ChunkRef
 from relocator.testing import AckedSender, RelocatorProcess, write_config
 from substreams.loader import load_file, plugin_files
 
 EXAMPLES = Path(__file__).parents[1] / "substreams" / "examples"
 DC = "dc1"
+T = TypeVar("T")
 
 
 def write_range(stack: Stack, first: int, epochs: int, per_epoch: int) -> tuple[int, list[bytes]]:
@@ -102,7 +104,16 @@ def main() -> None:
     parser.add_argument(
         "--sections", default="full,substream,tail", help="which to run (comma-separated)"
     )
+    parser.add_argument(
+        "--caller",
+        choices=CALLER_MODES,
+        help="no devnode: one read of 80,000 events from memory on this thread, for "
+        "valgrind (see caller_only)",
+    )
     args = parser.parse_args()
+    if args.caller:
+        print(args.caller, caller_only(args.caller))
+        return
     sections = set(args.sections.split(","))
 
     plugins = {p.name: p.read_text() for p in plugin_files(EXAMPLES)}
@@ -191,6 +202,57 @@ def main() -> None:
                     emit(figures)
         finally:
             stack.stop()
+
+
+CALLER_MODES = ("none", "ceiling", "events", "python-tags", "chunks")
+
+
+def caller_only(mode: str) -> int:
+    """The caller's work alone, for an instruction count that the shared machine does
+    not disturb: 30 chunks of ``web`` events (80,000) held in memory, read once through
+    ``fullstream.events`` / ``chunks`` with an executor that runs each fetch at submit
+    (``events`` with the core's tagger, ``python-tags`` with the reference), or decoded
+    by ``unpack_blob`` one by one (``ceiling``); ``none`` builds the input and reads
+    nothing (subtract it). Returns the events read.
+
+        PYTHONHASHSEED=0 valgrind --tool=callgrind .venv/bin/python \
+            bench/consumer_bench.py --caller events      # then: none, ceiling, ...
+    """
+    epoch = 1_700_000_000
+    web = [e for e in generate_events(16_000, seed=3) if e["type"] == "web"][:8_000]
+    blobs = [c.data for c in chunk_events(web)] * 10
+    store = Store(("http://127.0.0.1:1",), namespaces=DEFAULT_NAMESPACES)  # never asked
+    refs = tuple(ChunkRef("web", "app", i) for i in range(len(blobs)))
+
+    def metadata(epoch: int, dc: str) -> tuple[ChunkRef, ...] | None:
+        return refs
+
+    def chunk_blob(key: ChunkKey) -> FetchedBlob:
+        return FetchedBlob(key, blobs[key.chunk], len(blobs[key.chunk]), "memory", ())
+
+    store.metadata = metadata  # type: ignore[method-assign]
+    store.chunk_blob = chunk_blob  # type: ignore[method-assign]
+
+    class Inline(Executor):
+        def submit(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> Future[T]:
+            done: Future[T] = Future()
+            done.set_result(fn(*args, **kwargs))
+            return done
+
+    rng, keep = EpochRange(epoch, epoch + 1), ChunkFilter()
+    if mode == "none":
+        return 0
+    if mode == "ceiling":
+        return sum(len(unpack_blob(b)) for b in blobs)
+    if mode == "chunks":
+        stream = fullstream.chunks(
+            store, Inline(), DC, rng, keep, prefetch_chunks=4, metadata_depth=1
+        )
+        return sum(len(c.events) for c in stream)
+    if mode == "python-tags":
+        types.TAGGER = types.tag_events_py
+    tagged = fullstream.events(store, Inline(), DC, rng, keep, prefetch_chunks=4, metadata_depth=1)
+    return sum(1 for _ in tagged)
 
 
 def wait_for_companion(
