@@ -17,14 +17,18 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, given, reject, settings
 from hypothesis import strategies as st
 from sereal_strategies import values
 
 from eventstore import sereal
 from eventstore.sereal import pure
 from eventstore.sereal.document import wrap_body
-from eventstore.sereal.errors import DecodeBudgetExceeded, SizeLimitExceeded
+from eventstore.sereal.errors import (
+    DecodeBudgetExceeded,
+    EncodeDepthExceeded,
+    SizeLimitExceeded,
+)
 from eventstore.sereal.pure import decoder as pure_decoder
 from eventstore.sereal.pure import encoder as pure_encoder
 from eventstore.sereal.testing import OBJECT_BOMB_ITEMS, object_bomb_body, object_bomb_objects
@@ -147,7 +151,10 @@ def test_realistic_events_at_the_edge() -> None:
 def test_any_value_meets_any_budget_the_same_way_in_both_codecs(
     value: Any, fraction: float, dedupe: bool
 ) -> None:
-    body = pure_encoder.encode_body(value, dedupe, 512)
+    try:
+        body = pure_encoder.encode_body(value, dedupe, 512)
+    except EncodeDepthExceeded:  # a cycle through a PerlObject holding no reference
+        reject()
     need = objects_needed(body)
     assert need > 0 or not isinstance(value, (list, dict))  # a container costs itself
     budget = int(need * fraction)
