@@ -14,7 +14,7 @@
 
 #include <stdint.h>
 
-/* K(kind, payload, size, items, per, nests): one per meaning a tag can have.
+/* K(kind, payload, size, items, per): one per meaning a tag can have.
  *   payload: what follows the tag byte: NONE; VARINT (a number or an offset); FIXED
  *            (`size` bytes); LEN (a varint length, then that many bytes); INLINE (the
  *            low 5 bits of the tag are the length); COUNT (a varint count of items);
@@ -22,37 +22,36 @@
  *            before any tag); BAD (not supported: UnknownTag).
  *   items:   items that follow the payload (a REFN's target, an object's class name and
  *            value, a regexp's pattern and flags), plus `per` x the count (COUNT,
- *            NIBBLE: 1 for arrays, 2 for hashes, key and value).
- *   nests:   1 when the tag opens a nesting level (DESIGN.md, "Depth"). */
+ *            NIBBLE: 1 for arrays, 2 for hashes, key and value). */
 #define SRL_KINDS(K)                                                                   \
-    K(POS, NONE, 0, 0, 0, 0)             /* POS_0..POS_15: 0..15 */                    \
-    K(NEG, NONE, 0, 0, 0, 0)             /* NEG_16..NEG_1: -16..-1 */                  \
-    K(VARINT, VARINT, 0, 0, 0, 0)        /* unsigned 64-bit */                         \
-    K(ZIGZAG, VARINT, 0, 0, 0, 0)        /* signed 64-bit */                           \
-    K(FLOAT, FIXED, 4, 0, 0, 0)          /* IEEE single, little-endian */              \
-    K(DOUBLE, FIXED, 8, 0, 0, 0)         /* IEEE double, little-endian */              \
-    K(LONG_DOUBLE, FIXED, 16, 0, 0, 0)   /* x86 80-bit in 16 bytes */                  \
-    K(FLOAT_128, FIXED, 16, 0, 0, 0)     /* IEEE quad */                               \
-    K(UNDEF, NONE, 0, 0, 0, 0)           /* None */                                    \
-    K(TRUE, NONE, 0, 0, 0, 0)                                                          \
-    K(FALSE, NONE, 0, 0, 0, 0)                                                         \
-    K(BINARY, LEN, 0, 0, 0, 0)           /* bytes, per the binary mode */              \
-    K(STR_UTF8, LEN, 0, 0, 0, 0)         /* UTF-8 text */                              \
-    K(SHORT_BINARY, INLINE, 0, 0, 0, 0)  /* BINARY of 0..31 bytes */                   \
-    K(REFN, NONE, 0, 1, 0, 1)            /* a reference to the next item */            \
-    K(WEAKEN, NONE, 0, 1, 0, 1)          /* the next item, weakened */                 \
-    K(REFP, VARINT, 0, 0, 0, 0)          /* a reference to a tracked item */           \
-    K(ALIAS, VARINT, 0, 0, 0, 0)         /* a tracked item itself */                   \
-    K(COPY, VARINT, 0, 0, 0, 0)          /* a string read earlier, again */            \
-    K(ARRAY, COUNT, 0, 0, 1, 1)                                                        \
-    K(HASH, COUNT, 0, 0, 2, 1)                                                         \
-    K(ARRAYREF, NIBBLE, 0, 0, 1, 1)      /* REFN ARRAY of 0..15 items */               \
-    K(HASHREF, NIBBLE, 0, 0, 2, 1)       /* REFN HASH of 0..15 pairs */                \
-    K(OBJECT, NONE, 0, 2, 0, 1)          /* class name, value */                       \
-    K(OBJECTV, VARINT, 0, 1, 0, 1)       /* offset of a class name, value */           \
-    K(REGEXP, NONE, 0, 2, 0, 0)          /* pattern, flags */                          \
-    K(PAD, PAD, 0, 0, 0, 0)                                                            \
-    K(UNSUPPORTED, BAD, 0, 0, 0, 0)      /* MANY, EXTEND, reserved: UnknownTag */
+    K(POS, NONE, 0, 0, 0)                /* POS_0..POS_15: 0..15 */                    \
+    K(NEG, NONE, 0, 0, 0)                /* NEG_16..NEG_1: -16..-1 */                  \
+    K(VARINT, VARINT, 0, 0, 0)           /* unsigned 64-bit */                         \
+    K(ZIGZAG, VARINT, 0, 0, 0)           /* signed 64-bit */                           \
+    K(FLOAT, FIXED, 4, 0, 0)             /* IEEE single, little-endian */              \
+    K(DOUBLE, FIXED, 8, 0, 0)            /* IEEE double, little-endian */              \
+    K(LONG_DOUBLE, FIXED, 16, 0, 0)      /* x86 80-bit in 16 bytes */                  \
+    K(FLOAT_128, FIXED, 16, 0, 0)        /* IEEE quad */                               \
+    K(UNDEF, NONE, 0, 0, 0)              /* None */                                    \
+    K(TRUE, NONE, 0, 0, 0)                                                             \
+    K(FALSE, NONE, 0, 0, 0)                                                            \
+    K(BINARY, LEN, 0, 0, 0)              /* bytes, per the binary mode */              \
+    K(STR_UTF8, LEN, 0, 0, 0)            /* UTF-8 text */                              \
+    K(SHORT_BINARY, INLINE, 0, 0, 0)     /* BINARY of 0..31 bytes */                   \
+    K(REFN, NONE, 0, 1, 0)               /* a reference to the next item */            \
+    K(WEAKEN, NONE, 0, 1, 0)             /* the next item, weakened */                 \
+    K(REFP, VARINT, 0, 0, 0)             /* a reference to a tracked item */           \
+    K(ALIAS, VARINT, 0, 0, 0)            /* a tracked item itself */                   \
+    K(COPY, VARINT, 0, 0, 0)             /* a string read earlier, again */            \
+    K(ARRAY, COUNT, 0, 0, 1)                                                           \
+    K(HASH, COUNT, 0, 0, 2)                                                            \
+    K(ARRAYREF, NIBBLE, 0, 0, 1)         /* REFN ARRAY of 0..15 items */               \
+    K(HASHREF, NIBBLE, 0, 0, 2)          /* REFN HASH of 0..15 pairs */                \
+    K(OBJECT, NONE, 0, 2, 0)             /* class name, value */                       \
+    K(OBJECTV, VARINT, 0, 1, 0)          /* offset of a class name, value */           \
+    K(REGEXP, NONE, 0, 2, 0)             /* pattern, flags */                          \
+    K(PAD, PAD, 0, 0, 0)                                                               \
+    K(UNSUPPORTED, BAD, 0, 0, 0)         /* MANY, EXTEND, reserved: UnknownTag */
 
 /* X(NAME, byte, kind): the one-byte tags (low 7 bits; the high bit is SRL_TRACK). */
 #define SRL_TAGS(X)                                                                    \
@@ -115,7 +114,7 @@
 #define SRL_HEADER_BIT_USER_META 0x01
 
 typedef enum {
-#define SRL_KIND_ENUM_(name, payload, size, items, per, nests) SRL_K_##name,
+#define SRL_KIND_ENUM_(name, payload, size, items, per) SRL_K_##name,
     SRL_KINDS(SRL_KIND_ENUM_)
 #undef SRL_KIND_ENUM_
 } SrlKind;
@@ -142,12 +141,12 @@ enum {
 };
 
 /* A kind's shape packed in one int (bits: kind 0-7, payload 8-11, size 12-19, items
- * 20-21, per 22-23, nests 24), so a tag's is one load from srl_tag_shapes. */
-#define SRL_SHAPE_PACK_(kind, payload, size, items, per, nests)                        \
-    ((kind) | (payload) << 8 | (size) << 12 | (items) << 20 | (per) << 22 | (nests) << 24)
+ * 20-21, per 22-23), so a tag's is one load from srl_tag_shapes. */
+#define SRL_SHAPE_PACK_(kind, payload, size, items, per)                               \
+    ((kind) | (payload) << 8 | (size) << 12 | (items) << 20 | (per) << 22)
 enum {
-#define SRL_SHAPE_ENUM_(name, payload, size, items, per, nests)                        \
-    SRL_SHAPE_##name = SRL_SHAPE_PACK_(SRL_K_##name, SRL_P_##payload, size, items, per, nests),
+#define SRL_SHAPE_ENUM_(name, payload, size, items, per)                               \
+    SRL_SHAPE_##name = SRL_SHAPE_PACK_(SRL_K_##name, SRL_P_##payload, size, items, per),
     SRL_KINDS(SRL_SHAPE_ENUM_)
 #undef SRL_SHAPE_ENUM_
 };
@@ -183,12 +182,6 @@ static inline int
 srl_shape_per(uint32_t shape)
 {
     return (int)(shape >> 22 & 3);
-}
-
-static inline int
-srl_tag_nests(uint8_t tag)
-{
-    return (int)(srl_tag_shapes[tag & 0x7f] >> 24 & 1);
 }
 
 /* BINARY, STR_UTF8, SHORT_BINARY: what a hash key, class name, regexp part or COPY

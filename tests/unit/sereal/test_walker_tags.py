@@ -1,12 +1,13 @@
 """Every tag byte of the C core's table (``csrc/tags.h``), with and without the F bit,
-through every compiled walker: decode, projected decode, JSON lines, the splitter and
-the joiner. A tag the table supports is read by each of them as the pure reference reads
-it; an unsupported one is UnknownTag at its own offset in each. So a tag added to the
-table (or a kind a walker forgets) fails here, whichever walker lags.
+through every compiled walker: decode, projected decode, JSON lines, the splitter (its
+walk and its skip) and the joiner. A tag the table supports is read by each of them as
+the pure reference reads it; an unsupported one is UnknownTag at its own offset in each.
+So a tag added to the table (or a kind a walker forgets) fails here, whichever walker
+lags.
 
-Each case is a one-element-or-more array body, REFN ARRAY n, whose last element is the
-tag under test, preceded by what it refers to (a tracked item for REFP / ALIAS, a string
-for COPY, an object for OBJECTV). Offsets are protocol 2's: the body starts at index 0,
+Each case is an array body, REFN ARRAY n: what the tag under test refers to (a tracked
+item for REFP / ALIAS, a string for COPY, an object for OBJECTV), the tag's item, then
+the integer 1. Offsets are protocol 2's: the body starts at index 0,
 ``base = -1``.
 """
 
@@ -42,7 +43,7 @@ TREE: dict[str, Any] = {"a": None}
 
 #: kind -> the fixed payload size of FIXED kinds (SRL_KINDS' size column)
 FIXED_SIZE = {
-    kind: int(size) for kind, payload, size, *_ in entries("SRL_KINDS", 6) if payload == "FIXED"
+    kind: int(size) for kind, payload, size, *_ in entries("SRL_KINDS", 5) if payload == "FIXED"
 }
 
 
@@ -132,13 +133,14 @@ CASES = [
 
 
 def body_for(tag: int, kind: str) -> tuple[bytes, int]:
-    """REFN ARRAY n: the example's elements, then the tag's item; and the tag's offset
-    in the body."""
+    """REFN ARRAY n: the example's elements, the tag's item, then 1 (so the splitter's
+    skip passes over the item when it extracts that last element); and the tag's
+    offset in the body."""
     assert kind in EXAMPLES, f"no example item for the new kind {kind}: add one to EXAMPLES"
     head_len = 3  # REFN ARRAY <n>, n < 128
     before, item = EXAMPLES[kind](tag, head_len)
-    n = (1 if before else 0) + 1
-    body = bytes((tags.REFN, tags.ARRAY, n)) + before + item
+    n = (1 if before else 0) + 2
+    body = bytes((tags.REFN, tags.ARRAY, n)) + before + item + ONE
     return body, head_len + len(before)
 
 
@@ -172,6 +174,8 @@ def test_each_walker_reads_the_tag_as_the_table_says(tag: int, kind: str) -> Non
             )
         ),
         "join": outcome(lambda: core.join_bodies([(body, 0, end, -1)], DEPTH)),
+        # the splitter's skip over every element before the last
+        "skip": outcome(lambda: core.extract_array(body, 0, end, -1, body[2] - 1, body[2])),
     }
     if kind == "UNSUPPORTED":
         assert all(result == ("error", ("UnknownTag", at)) for result in walkers.values()), walkers
@@ -186,6 +190,9 @@ def test_each_walker_reads_the_tag_as_the_table_says(tag: int, kind: str) -> Non
     state, split = walkers["split"]
     assert state == "ok", split
     assert core.decode_body(split, 0, len(split), -1, UTF8, DEPTH)[0] == walkers["decode"][1][0]
+    state, last = walkers["skip"]
+    assert state == "ok", last
+    assert core.decode_body(last, 0, len(last), -1, UTF8, DEPTH)[0] == [1]
     state, joined = walkers["join"]
     assert state == "ok", joined
     value = core.decode_body(joined, 0, len(joined), -1, UTF8, DEPTH + 1)[0]
