@@ -151,8 +151,9 @@ enum {
 #undef SRL_SHAPE_ENUM_
 };
 
-/* Indexed by the tag's low 7 bits (tags.c). */
-extern const uint32_t srl_tag_shapes[128];
+/* Indexed by the tag's low 7 bits (tags.c). Hidden: read straight, not through the
+ * shared object's symbol table, on every item that is dispatched by kind. */
+extern const uint32_t srl_tag_shapes[128] __attribute__((visibility("hidden")));
 
 static inline SrlKind
 srl_tag_kind(uint8_t tag)
