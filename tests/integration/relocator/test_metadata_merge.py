@@ -88,28 +88,37 @@ class _LateWriter(RiakClient):
         return super().put(bucket_type, bucket, key, value, **kw)
 
 
+def _merge_with_another_between(
+    riak: RiakClient, riak_url: str, epoch: int, dc: str, *, theirs: ChunkRef, ours: ChunkRef
+) -> tuple[str, list[str]]:
+    """Our merge of ``ours`` with another writer's merge of ``theirs`` forced between
+    our read and our PUT; our merge's result and the rounds it repaired."""
+    other = MetadataWriter(bucket_type="epochs", bucket="epochs", max_rounds=3)
+    repairs: list[str] = []
+    writer = MetadataWriter(
+        bucket_type="epochs", bucket="epochs", max_rounds=3, on_repair=repairs.append
+    )
+    client = _LateWriter(
+        riak_url, f"{epoch}-{dc}", lambda: other.merge("a", riak, epoch, dc, [theirs])
+    )
+    try:
+        return writer.merge("a", client, epoch, dc, [ours]), repairs
+    finally:
+        client.close()
+
+
 def test_a_write_since_our_read_is_never_overwritten(
     riak: RiakClient, riak_url: str, dc: str
 ) -> None:
     """Between our read and our PUT another writer adds an entry: our PUT is refused
     (If-Match), the next round merges both; an unconditional PUT would drop theirs."""
     epoch = 1_700_000_002
-    key = f"{epoch}-{dc}"
-    riak.put("epochs", "epochs", key, b"web::1", content_type="text/plain")
-    other = MetadataWriter(bucket_type="epochs", bucket="epochs", max_rounds=3)
-    repairs: list[str] = []
-    ours = MetadataWriter(
-        bucket_type="epochs", bucket="epochs", max_rounds=3, on_repair=repairs.append
+    riak.put("epochs", "epochs", f"{epoch}-{dc}", b"web::1", content_type="text/plain")
+    value, repairs = _merge_with_another_between(
+        riak, riak_url, epoch, dc, theirs=ChunkRef("web", "", 2), ours=ChunkRef("web", "", 3)
     )
-    client = _LateWriter(
-        riak_url, key, lambda: other.merge("a", riak, epoch, dc, [ChunkRef("web", "", 2)])
-    )
-    try:
-        value = ours.merge("a", client, epoch, dc, [ChunkRef("web", "", 3)])
-    finally:
-        client.close()
     assert value == "web::1|web::2|web::3"
-    assert riak.get("epochs", "epochs", key).value == b"web::1|web::2|web::3"
+    assert riak.get("epochs", "epochs", f"{epoch}-{dc}").value == b"web::1|web::2|web::3"
     assert repairs == ["a"]  # the second round
 
 
@@ -117,15 +126,8 @@ def test_a_new_key_created_since_our_read_is_never_overwritten(
     riak: RiakClient, riak_url: str, dc: str
 ) -> None:
     """The same when the key did not exist at our read (If-None-Match: *)."""
-    epoch = 1_700_000_003
-    key = f"{epoch}-{dc}"
-    other = MetadataWriter(bucket_type="epochs", bucket="epochs", max_rounds=3)
-    ours = MetadataWriter(bucket_type="epochs", bucket="epochs", max_rounds=3)
-    client = _LateWriter(
-        riak_url, key, lambda: other.merge("a", riak, epoch, dc, [ChunkRef("lb", "", 5)])
+    value, repairs = _merge_with_another_between(
+        riak, riak_url, 1_700_000_003, dc, theirs=ChunkRef("lb", "", 5), ours=ChunkRef("web", "", 3)
     )
-    try:
-        value = ours.merge("a", client, epoch, dc, [ChunkRef("web", "", 3)])
-    finally:
-        client.close()
     assert value == "lb::5|web::3"
+    assert repairs == ["a"]
