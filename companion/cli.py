@@ -40,7 +40,7 @@ def _prepare_state_dir(settings: CompanionSettings) -> Path:
     """Create the state directory; empty what belongs to a previous run."""
     settings.state_dir.mkdir(parents=True, exist_ok=True)
     metrics_dir = settings.state_dir / "prometheus"
-    for stale in (metrics_dir, settings.state_dir / "status"):
+    for stale in (metrics_dir, settings.state_dir / "status", settings.state_dir / "held"):
         shutil.rmtree(stale, ignore_errors=True)
     (settings.state_dir / "zookeeper.json").unlink(missing_ok=True)  # the last run's
     metrics_dir.mkdir()
@@ -64,6 +64,7 @@ def serve(settings: CompanionSettings, lock: DirectoryLock) -> None:
     from prometheus_client import multiprocess  # noqa: PLC0415
 
     from companion.app import create_app  # noqa: PLC0415
+    from companion.held import requeue  # noqa: PLC0415
     from companion.inbox import Inbox  # noqa: PLC0415
     from companion.logging_config import gunicorn_options  # noqa: PLC0415
     from companion.stats import merge, read_snapshots  # noqa: PLC0415
@@ -118,6 +119,8 @@ def serve(settings: CompanionSettings, lock: DirectoryLock) -> None:
 
     def child_exit(server: Any, worker: Any) -> None:
         multiprocess.mark_process_dead(worker.pid)  # type: ignore[no-untyped-call]
+        # The chunks its threads took beyond the one each ran (a batch): queued again.
+        requeue(settings.state_dir / "held", worker.pid, inbox)
 
     options = {
         "bind": [settings.listen],

@@ -40,7 +40,7 @@ from substreams.api import Substream
 from substreams.child import LOAD_CPU_S
 from substreams.forkserver import ForkServer, ForkServerFailed
 from substreams.forkserver_process import outcome_from
-from substreams.protocol import Isolation, Limits
+from substreams.protocol import Limits
 from substreams.sandbox import LOAD_TIMEOUT_S, Outcome, SandboxUnavailable
 
 log = logging.getLogger(__name__)
@@ -91,55 +91,72 @@ class ChunkServer:
 
     def run(
         self,
-        subs: Sequence[Substream],
-        blob: bytes,
-        key: ChunkKey,
+        chunks: Sequence[tuple[Sequence[Substream], bytes, ChunkKey]],
         *,
         decode_limits: DecodeLimits,
         cap: Limits | None,
         max_parallel: int,
-        isolation: Isolation,
-    ) -> tuple[list[Outcome | None], dict[int, str], float]:
-        """Run ``subs`` on the chunk in the server's sandboxed child(ren), the blob
-        decoded there (checked by the caller: ``companion.chunks.check_chunk``).
+    ) -> tuple[list[tuple[list[Outcome | None], dict[int, str]]], float]:
+        """Run each chunk's substreams in the server's sandboxed child, the chunks of
+        the batch in one child (``substreams.batch.run_batch``), each blob decoded
+        there (checked by the caller: ``companion.chunks.check_chunk``).
+
+        Args:
+            chunks: (substreams, stored blob, key) of each chunk.
+            decode_limits, cap, max_parallel: the companion's settings.
 
         Returns:
-            One outcome per substream (``None``: the server could not load it), why
-            each ``None`` has none (by index), and the CPU seconds the server's thread
-            spent on the request (its fork, wait and reap).
+            For each chunk, one outcome per substream (``None``: not run) and why each
+            ``None`` has none (by index: a child could not be started, or the server
+            could not load that plugin); and the CPU seconds the server's thread spent
+            on the request (its fork, wait and reap).
 
         Raises:
             SandboxUnavailable: see the module docstring.
         """
-        limits = [Limits.of(s, cap) for s in subs]
         header = {
             "kind": "chunk",
-            "plugins": [{"origin": s.origin, "name": s.name, "version": s.version} for s in subs],
-            "ctx": [key.epoch, key.dc, key.type, key.subtype, key.chunk],
+            "chunks": [
+                {
+                    "plugins": [
+                        {"origin": s.origin, "name": s.name, "version": s.version} for s in subs
+                    ],
+                    "ctx": [key.epoch, key.dc, key.type, key.subtype, key.chunk],
+                }
+                for subs, _, key in chunks
+            ],
             "decode_limits": dataclasses.asdict(decode_limits),
             "cap": None if cap is None else list(dataclasses.astuple(cap)),
             "max_parallel": max_parallel,
-            "isolation": isolation,
         }
+        runs = [Limits.of(s, cap) for subs, _, _ in chunks for s in subs]
         deadline_s = (
             _MARGIN_S
             + LOAD_TIMEOUT_S
             + LOAD_CPU_S
-            + sum(lim.timeout_s + lim.kill_grace_s for lim in limits)
+            + sum(lim.timeout_s + lim.kill_grace_s for lim in runs)
         )
-        where = f"companion: epoch={key.epoch} dc={key.dc} key={key}"
+        key = chunks[0][2]
+        where = f"companion: epoch={key.epoch} dc={key.dc} key={key} (+{len(chunks) - 1})"
         try:
-            reply, payloads = self.server.request(header, [blob], deadline_s, where)
+            reply, payloads = self.server.request(
+                header, [blob for _, blob, _ in chunks], deadline_s, where
+            )
         except ForkServerFailed as e:
-            raise SandboxUnavailable(f"sandbox: {e}", [None] * len(subs)) from e
-        if "outcomes" not in reply:  # the request itself failed there
+            raise SandboxUnavailable(f"sandbox: {e}") from e
+        if "chunks" not in reply:  # the request itself failed there
             why = reply.get("unavailable", "no outcomes in the reply")
-            raise SandboxUnavailable(f"sandbox: fork server: {why}", [None] * len(subs))
-        outcomes: list[Outcome | None] = [
-            None if fields is None else outcome_from(sub.name, fields, payload)
-            for sub, fields, payload in zip(subs, reply["outcomes"], payloads, strict=True)
-        ]
-        if "unavailable" in reply:
-            raise SandboxUnavailable(str(reply["unavailable"]), outcomes)
-        refused = {int(i): f"sandbox: {why}" for i, why in reply.get("refused", {}).items()}
-        return outcomes, refused, float(reply.get("server_cpu_s", 0.0))
+            raise SandboxUnavailable(f"sandbox: fork server: {why}")
+        unavailable = reply.get("unavailable")
+        blobs = iter(payloads)
+        results: list[tuple[list[Outcome | None], dict[int, str]]] = []
+        for (subs, _, _), got in zip(chunks, reply["chunks"], strict=True):
+            outcomes: list[Outcome | None] = []
+            causes = {int(i): f"sandbox: {why}" for i, why in got["refused"].items()}
+            for i, (sub, fields) in enumerate(zip(subs, got["outcomes"], strict=True)):
+                payload = next(blobs)
+                outcomes.append(None if fields is None else outcome_from(sub.name, fields, payload))
+                if fields is None and i not in causes:
+                    causes[i] = str(unavailable)
+            results.append((outcomes, causes))
+        return results, float(reply.get("server_cpu_s", 0.0))

@@ -64,8 +64,10 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import Future
+from dataclasses import dataclass, field
 
-from companion import defaults
+from companion import defaults, held
 from companion.auditor import SeenDcs
 from companion.chunks import chunk_source, fetch_chunk
 from companion.disabled import DisabledSet
@@ -102,11 +104,37 @@ class _Laps:
         self.wall: dict[str, float] = {}
         self.cpu: dict[str, float] = {}
 
+    def mark(self) -> None:
+        """Start the next stage now (what the thread did since was another chunk's)."""
+        self._last, self._last_cpu = self._clock(), time.thread_time()
+
     def lap(self, stage: str, *, extra_cpu_s: float = 0.0) -> None:
         now, cpu = self._clock(), time.thread_time()
         self.wall[stage] = now - self._last
         self.cpu[stage] = cpu - self._last_cpu + extra_cpu_s
         self._last, self._last_cpu = now, cpu
+
+
+@dataclass
+class _Chunk:
+    """One chunk of a batch, from its preparation to its stored results."""
+
+    key: ChunkKey
+    candidates: list[Substream]
+    arrived: float | None
+    laps: _Laps
+    written: set[str] = field(default_factory=set)
+    subs: list[Substream] = field(default_factory=list)
+    skipped: list[Write] = field(default_factory=list)
+    waits: list[LaneItem] = field(default_factory=list)
+    blob: bytes = b""
+    source: Loader | None = None
+    outcomes: list[Outcome | None] = field(default_factory=list)
+    causes: dict[int, str] = field(default_factory=dict)  # why a run has no outcome
+    lost_cause: str = ""  # ... when not in causes
+    children_cpu_s: float = -1.0  # shared by a batch (else this chunk's own)
+    done: list[tuple[Substream, Outcome]] = field(default_factory=list)
+    finished: bool = False
 
 
 #: How often an idle chunk thread looks at whether the engine is stopping, seconds.
@@ -311,27 +339,54 @@ class Engine:
         return [s for s in self.plugins.substreams.values() if s.matches(key.type, key.subtype)]
 
     def _work(self) -> None:
-        # Nothing may end this loop but stop(): process() marks a chunk's results
+        # Nothing may end this loop but stop(): process_batch() marks a chunk's results
         # whatever fails inside it; this is the last guard.
         while not self._stopping.is_set():
             try:
-                item = self._inbox.get(_IDLE_POLL_S)
+                items = self._take()
             except Exception:
                 log.exception("companion: reading the inbox failed")
                 self._stopping.wait(_IDLE_POLL_S)
                 continue
-            if item is None:
+            live = []
+            for item in items:
+                try:
+                    if self._clock() > item.deadline:
+                        reason = f"overload: waited over {self.settings.max_wait_s}s"
+                        self.shed(item.key, reason, audit=item.audit)
+                    else:
+                        live.append(item)
+                except Exception:
+                    log.exception("companion: key=%s: shedding failed", item.key)
+            if not live:
                 continue
+            # Beyond the first, put back by the master if this worker dies (held.py).
+            note = held.hold(self.settings.state_dir / "held", live[1:])
             try:
-                if self._clock() > item.deadline:
-                    reason = f"overload: waited over {self.settings.max_wait_s}s"
-                    self.shed(item.key, reason, audit=item.audit)
-                    continue
-                self.process(
-                    item.key, arrived=item.arrived, deadline=item.deadline, audit=item.audit
+                self.process_batch(
+                    [(item.key, item.arrived, item.deadline, item.audit) for item in live]
                 )
             except Exception:
-                log.exception("companion: key=%s: processing failed", item.key)
+                log.exception("companion: keys=%s: processing failed", [i.key for i in live])
+            finally:
+                held.release(note)
+
+    def _take(self) -> list[WorkItem]:
+        """The next chunk, and as many more (up to ``BATCH_CHUNKS``) as are waiting while
+        every other thread of the node still has one to take: run in one child. (A
+        short queue is spread over the workers as before: a batch is one worker's.)"""
+        item = self._inbox.get(_IDLE_POLL_S)
+        if item is None:
+            return []
+        items = [item]
+        batch = defaults.BATCH_CHUNKS if self._server is not None else 1
+        others = self.settings.workers * self.settings.threads
+        while len(items) < batch and self._inbox.depth() >= others:
+            more = self._inbox.get(0)
+            if more is None:
+                break
+            items.append(more)
+        return items
 
     def process(
         self,
@@ -360,107 +415,193 @@ class Engine:
             Each substream run here with its outcome (empty when none matched, the
             chunk was unreadable or processing failed); not the quarantined runs.
         """
-        candidates = self._candidates(key)
-        if audit:
-            candidates = self._missing(key, candidates)
-        written: set[str] = set()
-        if deadline is None:
-            deadline = self._clock() + self.settings.max_wait_s
-        try:
-            return self._process(key, candidates, written, arrived, (deadline, audit))
-        except Exception as e:
-            cause = f"internal: {type(e).__name__}: {e}"
-            log.exception(
-                "companion: epoch=%d dc=%s key=%s: processing failed", key.epoch, key.dc, key
-            )
-            self._fail(key, [s for s in candidates if s.name not in written], cause, "internal")
-            return []
+        (done,) = self.process_batch([(key, arrived, deadline, audit)])
+        return done
 
-    def _process(
-        self,
-        key: ChunkKey,
-        candidates: list[Substream],
-        written: set[str],
-        arrived: float | None,
-        lane: tuple[float, bool],
-    ) -> list[tuple[Substream, Outcome]]:
-        laps = _Laps(self._clock)
-        subs = []
-        skipped: list[Write] = []
-        for sub in candidates:
+    def process_batch(
+        self, items: Sequence[tuple[ChunkKey, float | None, float | None, bool]]
+    ) -> list[list[tuple[Substream, Outcome]]]:
+        """:meth:`process` for several chunks, their shared runs in one child when the
+        fork server runs them (``substreams.batch``: one fork, setup and exit for all).
+
+        Args:
+            items: (key, arrived, deadline, audit) of each chunk (see :meth:`process`).
+
+        Returns:
+            What :meth:`process` returns, for each chunk.
+        """
+        chunks: list[_Chunk] = []
+        batch: list[_Chunk] = []
+        for key, arrived, until, audit in items:
+            candidates = self._candidates(key)
+            if audit:
+                candidates = self._missing(key, candidates)
+            deadline = self._clock() + self.settings.max_wait_s if until is None else until
+            chunk = _Chunk(key, candidates, arrived, _Laps(self._clock))
+            chunks.append(chunk)
+            try:
+                self._prepare(chunk, (deadline, audit))
+            except Exception as e:
+                self._failed(chunk, e)
+            batch.append(chunk)
+            if chunk.waits:  # a new plugin's first runs, in its lane: one chunk at a time
+                self._run_and_store(batch)
+                batch = []
+        self._run_and_store(batch)
+        return [chunk.done for chunk in chunks]
+
+    def _run_and_store(self, chunks: list[_Chunk]) -> None:
+        """The shared runs of the prepared ``chunks`` (one child), then their results."""
+        running = [c for c in chunks if not c.finished]  # (all of its runs may be in lanes)
+        try:
+            self._run([c for c in running if c.subs])
+        except Exception as e:
+            for chunk in running:
+                self._failed(chunk, e)
+        started = []
+        for chunk in running:
+            if not chunk.finished:
+                try:
+                    started.append((chunk, self._store(chunk)))
+                except Exception as e:
+                    self._failed(chunk, e)
+        for chunk, pending in started:
+            try:
+                self._complete(chunk, pending)
+            except Exception as e:
+                self._failed(chunk, e)
+
+    def _failed(self, chunk: _Chunk, e: Exception) -> None:
+        """Anything raised while processing ``chunk``: every result not yet written
+        (nor handed to a lane) gets ``error: internal: ...``."""
+        chunk.finished, chunk.done = True, []
+        key = chunk.key
+        log.error(
+            "companion: epoch=%d dc=%s key=%s: processing failed",
+            *(key.epoch, key.dc, key),
+            exc_info=e,
+        )
+        cause = f"internal: {type(e).__name__}: {e}"
+        self._fail(key, [s for s in chunk.candidates if s.name not in chunk.written], cause,
+                   "internal")  # fmt: skip
+
+    def _prepare(self, chunk: _Chunk, lane: tuple[float, bool]) -> None:
+        """Everything before the shared run: disabled ones, fetch and check, lanes.
+        Sets ``chunk.finished`` when nothing is left to run."""
+        key, laps = chunk.key, chunk.laps
+        for sub in chunk.candidates:
             if self.disabled.is_disabled(sub.name, sub.version):
                 # A marked result, so consumers fall back at once instead of waiting.
-                skipped.append((sub, disabled_value(sub), "error"))
+                chunk.skipped.append((sub, disabled_value(sub), "error"))
             else:
-                subs.append(sub)
-        if not subs:
-            self._writer.store_all(key, skipped, written)
-            return []
+                chunk.subs.append(sub)
+        if not chunk.subs:
+            self._writer.store_all(key, chunk.skipped, chunk.written)
+            chunk.finished = True
+            return
         try:
-            blob = fetch_chunk(self.riak, self.settings.namespaces, key)
+            chunk.blob = fetch_chunk(self.riak, self.settings.namespaces, key)
             laps.lap("fetch")
-            source = chunk_source(key, blob, self.settings.decode_limits, self.settings.isolation)
+            chunk.source = chunk_source(
+                key, chunk.blob, self.settings.decode_limits, self.settings.isolation
+            )
         except InputChunkUnreadable as e:
             self._unreadable(key, str(e))
             failed: list[Write] = [
-                (s, error_value("error", s.name, s.version, str(e)), "error") for s in subs
+                (s, error_value("error", s.name, s.version, str(e)), "error") for s in chunk.subs
             ]
-            self._writer.store_all(key, skipped + failed, written)
-            return []
+            self._writer.store_all(key, chunk.skipped + failed, chunk.written)
+            chunk.finished = True
+            return
         laps.lap("decode")
-        subs, waits, refused = self._hand_off(key, subs, source, lane, written)
-        skipped += refused
-        lost_cause = ""
-        causes: dict[int, str] = {}  # why a run has no outcome, when not lost_cause
-        server_cpu_s = 0.0
-        try:
-            outcomes: list[Outcome | None] = []
-            if subs and self._server is not None and self._server.can_run(subs):
-                outcomes, causes, server_cpu_s = self._server.run(
-                    subs,
-                    blob,
-                    key,
-                    decode_limits=self.settings.decode_limits,
-                    cap=self.settings.cap,
-                    max_parallel=self.settings.max_parallel,
-                    isolation=self.settings.isolation,
-                )
-            elif subs:
-                outcomes = list(
+        chunk.subs, chunk.waits, refused = self._hand_off(
+            key, chunk.subs, chunk.source, lane, chunk.written
+        )
+        chunk.skipped += refused
+
+    def _run(self, chunks: list[_Chunk]) -> None:
+        """The shared runs of ``chunks``: the fork server's (one child for the batch),
+        else the sandbox's in this worker, chunk by chunk."""
+        server = self._server
+        batch = [c for c in chunks if server is not None and server.can_run(c.subs)]
+        for chunk in (c for c in chunks if c not in batch):
+            chunk.laps.mark()
+            assert chunk.source is not None
+            try:
+                chunk.outcomes = list(
                     run_substreams(
-                        subs,
-                        source,
-                        Context.of(key),
+                        chunk.subs,
+                        chunk.source,
+                        Context.of(chunk.key),
                         cap=self.settings.cap,
                         max_parallel=self.settings.max_parallel,
                         isolation=self.settings.isolation,
                     )
                 )
-        except SandboxUnavailable as e:  # no pipe or no process: not the plugins' fault
-            outcomes = list(e.outcomes) or [None] * len(subs)
-            lost_cause = str(e)
-        laps.lap("sandbox")
-        laps.cpu["server"] = server_cpu_s  # the fork server's side: fork, wait, reap
+            except SandboxUnavailable as e:  # no pipe or no process: not the plugins' fault
+                chunk.outcomes = list(e.outcomes) or [None] * len(chunk.subs)
+                chunk.lost_cause = str(e)
+            chunk.laps.lap("sandbox")
+        if not batch or server is None:
+            return
+        wall, cpu = self._clock(), time.thread_time()
+        server_cpu_s = 0.0
+        try:
+            got, server_cpu_s = server.run(
+                [(c.subs, c.blob, c.key) for c in batch],
+                decode_limits=self.settings.decode_limits,
+                cap=self.settings.cap,
+                max_parallel=self.settings.max_parallel,
+            )
+            for chunk, (outcomes, causes) in zip(batch, got, strict=True):
+                chunk.outcomes, chunk.causes = outcomes, causes
+        except SandboxUnavailable as e:  # the server could not run it: not the plugins'
+            for chunk in batch:
+                chunk.outcomes, chunk.lost_cause = [None] * len(chunk.subs), str(e)
+        wall, cpu = self._clock() - wall, time.thread_time() - cpu
+        for chunk in batch:  # the batch's cost, shared
+            chunk.laps.wall["sandbox"] = wall
+            chunk.laps.cpu["sandbox"] = cpu / len(batch)
+            chunk.laps.cpu["server"] = server_cpu_s / len(batch)  # its fork, wait, reap
+        # The children's CPU outside their runs and loads (fork faults, setup, exit),
+        # on whichever outcome of the batch each child's was put: shared too.
+        done = [o for c in batch for o in c.outcomes if o is not None]
+        own = sum(o.child_cpu_s - o.load_cpu_s - o.cpu_s for o in done)
+        for chunk in batch:
+            chunk.children_cpu_s = max(0.0, own) / len(batch)
+
+    def _store(self, chunk: _Chunk) -> list[Future[float]]:
+        """Start writing ``chunk``'s results; signal its runs and failures."""
+        chunk.laps.mark()
+        key, laps = chunk.key, chunk.laps
+        subs, outcomes, causes = chunk.subs, chunk.outcomes, chunk.causes
         done = [(sub, o) for sub, o in zip(subs, outcomes, strict=True) if o is not None]
         lost = [
             (i, sub) for i, (sub, o) in enumerate(zip(subs, outcomes, strict=True)) if o is None
         ]
         writes: list[Write] = [(sub, stored_value(sub, o), o.status) for sub, o in done]
         writes += [
-            (s, error_value("error", s.name, s.version, causes.get(i, lost_cause)), "error")
+            (s, error_value("error", s.name, s.version, causes.get(i, chunk.lost_cause)), "error")
             for i, s in lost
         ]
-        pending = self._writer.start(key, skipped + writes, written)
-        del source, blob  # freed while the results are on their way
+        pending = self._writer.start(key, chunk.skipped + writes, chunk.written)
+        chunk.source, chunk.blob = None, b""  # freed while the results are on their way
         laps.lap("free")
-        for cause in {causes.get(i, lost_cause) for i, _ in lost}:
-            subs_lost = [s for i, s in lost if causes.get(i, lost_cause) == cause]
+        for cause in {causes.get(i, chunk.lost_cause) for i, _ in lost}:
+            subs_lost = [s for i, s in lost if causes.get(i, chunk.lost_cause) == cause]
             self._signal_failed(key, subs_lost, cause, "sandbox")
         unreadable = [o.error or "" for _, o in done if o.kind == "unreadable"]
         if unreadable:  # the child could not decode the chunk: nobody's run
             self._unreadable(key, unreadable[0])
         for sub, outcome in done:
             self._signal_run(key, sub, outcome)
+        chunk.done = done
+        return pending
+
+    def _complete(self, chunk: _Chunk, pending: list[Future[float]]) -> None:
+        """Wait for ``chunk``'s writes; count its runs; its stage figures."""
+        key, laps, done = chunk.key, chunk.laps, chunk.done
+        laps.mark()
         writers_cpu_s = self._writer.finish(pending)
         for sub, outcome in done:  # a sandbox failure is not the plugin's: not counted
             self._track(sub, outcome)
@@ -468,20 +609,21 @@ class Engine:
         # The first runs of plugins new to this worker, in their lanes: waited for as
         # a run here would be, but at most new_wait_s (quarantine.py).
         until = laps.started + min(defaults.QUARANTINE_NEW_WAIT_S, self.settings.max_wait_s / 2)
-        for item in waits:
+        for item in chunk.waits:
             item.done.wait(max(0.0, until - self._clock()))
-        laps.wall["wait"] = laps.started - arrived if arrived is not None else 0.0
+        laps.wall["wait"] = laps.started - chunk.arrived if chunk.arrived is not None else 0.0
         laps.cpu["plugins"] = sum(o.cpu_s for _, o in done)
         # The decode in the children (isolation "chunk"), beside the check here.
         laps.cpu["decode"] += sum(o.load_cpu_s for _, o in done)
         # The children's CPU outside their runs and load: fork faults, setup, exit.
-        laps.cpu["children"] = max(
-            0.0, sum(o.child_cpu_s - o.load_cpu_s for _, o in done) - laps.cpu["plugins"]
-        )
+        laps.cpu["children"] = chunk.children_cpu_s
+        if chunk.children_cpu_s < 0:  # not shared by a batch: this chunk's own
+            own = sum(o.child_cpu_s - o.load_cpu_s for _, o in done) - laps.cpu["plugins"]
+            laps.cpu["children"] = max(0.0, own)
+        chunk.finished = True
         self.signals.chunk_processed.send(
             key=key, runs=len(done), stages=laps.wall, stages_cpu=laps.cpu
         )
-        return done
 
     def _unreadable(self, key: ChunkKey, error: str) -> None:
         self.signals.chunk_unreadable.send(key=key, error=error)

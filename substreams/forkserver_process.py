@@ -22,17 +22,18 @@ import; or the installed entry points):
                # allowance); each plugin gets the events narrowed to its declared fields
     reply    = {"decode": outcome, "outcomes": [...]} + each ok outcome's payload
 
-``"chunk"`` (the companion: exactly what ``sandbox.run_substreams`` does with a loader
-in the caller's own process)::
+``"chunk"`` (the companion: what ``sandbox.run_substreams`` does with a loader in the
+caller's own process, for one chunk or a batch of them in one child)::
 
-    request  = {"kind": "chunk", "plugins": [{origin, name, version}], "ctx": [...],
-                "decode_limits": {...}, "cap": [limits] | null, "isolation": ...,
-                "max_parallel": n, "nice": n}
-    outcomes = run_substreams(plugins, loader, ctx, cap=..., isolation=..., ...)
-               # the loader is decode_chunk below: the child decodes the chunk once,
+    request  = {"kind": "chunk", "chunks": [{"plugins": [{origin, name, version}],
+                "ctx": [...]}, ...], "decode_limits": {...}, "cap": [limits] | null,
+                "max_parallel": n, "nice": n} + each chunk's stored bytes
+    outcomes = substreams.batch.run_batch([(plugins, loader, ctx), ...], cap=..., ...)
+               # the loader is decode_chunk below: the child decodes each chunk once,
                # with the union of the fields its plugins declare
-    reply    = {"outcomes": [...], "refused": {index: why}, "server_cpu_s": s}
-               + each ok outcome's payload
+    reply    = {"chunks": [{"outcomes": [...], "refused": {index: why}}, ...],
+                "unavailable": why (when a child could not be started),
+                "server_cpu_s": s} + each outcome's payload (empty unless ok)
 
 Either way the sandbox (substreams.sandbox) forks the children: own group, PDEATHSIG,
 fds closed, rlimits, audit hook, seccomp, SIGALRM; SIGKILL of the group at the
@@ -72,12 +73,13 @@ from eventstore.blob import DecodeLimits, unpack_blob
 from eventstore.errors import BlobError, BlobTooLarge, EventStoreError
 from eventstore.sereal.projection import Tree, compile_fields, project_events
 from substreams.api import Context, Event, Substream, version_of
+from substreams.batch import BatchChunk, run_batch
 from substreams.child import Job, Reported, Unencodable
 from substreams.errors import PluginLoadError, SubstreamError
 from substreams.loader import LoadReport, load_entry_points, load_file
 from substreams.protocol import Limits
 from substreams.results import ok_value
-from substreams.sandbox import Outcome, SandboxUnavailable, run_in_child, run_substreams
+from substreams.sandbox import Outcome, SandboxUnavailable, run_in_child
 from substreams.syscall_filter import program
 
 __all__ = [
@@ -367,44 +369,47 @@ def handle(
     return reply, [o.payload if o.ok else b"" for o in outcomes]
 
 
-def handle_chunk(
-    plugins: _Plugins, header: dict[str, Any], value: bytes
+def handle_chunks(
+    plugins: _Plugins, header: dict[str, Any], blobs: list[bytes]
 ) -> tuple[dict[str, Any], list[bytes]]:
-    """A ``"chunk"`` request: ``run_substreams`` with the chunk's loader; the reply."""
+    """A ``"chunk"`` request: ``run_batch`` (one child for every chunk of it, each with
+    its loader); the reply."""
     started = time.thread_time()
-    ctx = Context(*header["ctx"])
-    refused: dict[int, str] = {}
-    subs: list[Substream] = []
-    for i, spec in enumerate(header["plugins"]):
-        try:
-            subs.append(plugins.get(spec["origin"], spec["name"], spec["version"]))
-        except PluginLoadError as e:
-            refused[i] = f"not loadable in the fork server: {e}"
-    cap = None if header.get("cap") is None else Limits(*header["cap"])
-    loader = functools.partial(
-        decode_chunk, ctx.key.format(), value, DecodeLimits(**header["decode_limits"])
+    limits = DecodeLimits(**header["decode_limits"])
+    batch: list[BatchChunk] = []
+    refused: list[dict[int, str]] = []
+    for spec, value in zip(header["chunks"], blobs, strict=True):
+        ctx = Context(*spec["ctx"])
+        subs: list[Substream] = []
+        refused.append({})
+        for i, plugin in enumerate(spec["plugins"]):
+            try:
+                subs.append(plugins.get(plugin["origin"], plugin["name"], plugin["version"]))
+            except PluginLoadError as e:
+                refused[-1][i] = f"not loadable in the fork server: {e}"
+        loader = functools.partial(decode_chunk, ctx.key.format(), value, limits)
+        batch.append((subs, loader, ctx))
+    ran, unavailable = run_batch(
+        [chunk for chunk in batch if chunk[0]],
+        cap=None if header.get("cap") is None else Limits(*header["cap"]),
+        max_parallel=int(header.get("max_parallel", 1)),
+        nice=int(header.get("nice", 0)),
     )
-    ran: Sequence[Outcome | None] = []
-    reply: dict[str, Any] = {}
-    try:
-        if subs:
-            ran = run_substreams(
-                subs,
-                loader,
-                ctx,
-                cap=cap,
-                max_parallel=int(header.get("max_parallel", 1)),
-                isolation=header.get("isolation", "chunk"),
-                nice=int(header.get("nice", 0)),
-            )
-    except SandboxUnavailable as e:
-        ran, reply["unavailable"] = e.outcomes or [None] * len(subs), str(e)
-    by_index = iter(ran)
-    outcomes = [None if i in refused else next(by_index) for i in range(len(header["plugins"]))]
-    reply["outcomes"] = [None if o is None else outcome_fields(o) for o in outcomes]
-    reply["refused"] = refused
-    reply["server_cpu_s"] = time.thread_time() - started
-    return reply, [o.payload if o is not None and o.ok else b"" for o in outcomes]
+    by_chunk = iter(ran)
+    chunks: list[dict[str, Any]] = []
+    payloads: list[bytes] = []
+    for (run, _, _), spec, skipped in zip(batch, header["chunks"], refused, strict=True):
+        outcomes = iter(next(by_chunk) if run else [])
+        mine = [None if i in skipped else next(outcomes) for i in range(len(spec["plugins"]))]
+        chunks.append(
+            {"outcomes": [None if o is None else outcome_fields(o) for o in mine],
+             "refused": skipped}
+        )  # fmt: skip
+        payloads += [o.payload if o is not None and o.ok else b"" for o in mine]
+    reply: dict[str, Any] = {"chunks": chunks, "server_cpu_s": time.thread_time() - started}
+    if unavailable is not None:
+        reply["unavailable"] = unavailable
+    return reply, payloads
 
 
 def _serve_connection(plugins: _Plugins, conn: socket.socket) -> None:
@@ -418,7 +423,7 @@ def _serve_connection(plugins: _Plugins, conn: socket.socket) -> None:
             payloads: list[bytes] = []
             try:
                 if header.get("kind") == "chunk":
-                    reply, payloads = handle_chunk(plugins, header, blobs[0])
+                    reply, payloads = handle_chunks(plugins, header, blobs)
                 elif header.get("kind") != "ping":
                     reply, payloads = handle(plugins, header, blobs[0])
             except Exception as e:  # a malformed request, or the OS refused (wait4, pipe)
