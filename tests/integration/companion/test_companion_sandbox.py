@@ -17,6 +17,7 @@ from companion.testing import process_alive
 from eventstore.sereal.projection import Tree, project_events
 from substreams import sandbox
 from substreams.api import Context, Event, Substream
+from substreams.batch import run_batch
 from substreams.loader import load_file
 from substreams.results import read_result
 from substreams.sandbox import Isolation, Loader, run_substreams, stored_value
@@ -324,3 +325,42 @@ def test_events_a_child_cannot_load_give_every_run_an_unreadable_outcome_naming_
     for sub, outcome in zip(subs, outcomes, strict=True):
         record = read_result(stored_value(sub, outcome))
         assert (record.status, record.error) == ("error", error)
+
+
+def _chunk(n: int) -> Loader:
+    def load(tree: Tree | None) -> list[Event]:  # runs in the child
+        return project_events([{"i": i, "host": "h"} for i in range(n)], tree)
+
+    return load
+
+
+def test_a_batch_runs_each_chunk_as_alone_and_a_killed_run_costs_only_itself(
+    hostile: dict[str, Substream],
+) -> None:
+    good, segfault = hostile["good"], hostile["segfault"]
+    ctxs = [Context(1_700_000_000, "dc1", "web", "main", c) for c in range(3)]
+    batch = [([good, segfault], _chunk(3), ctxs[0]), ([good], _chunk(5), ctxs[1]),
+             ([segfault, good], _chunk(7), ctxs[2])]  # fmt: skip
+    ran, unavailable = run_batch(batch)
+    assert unavailable is None
+    kinds = [[o.kind if o else None for o in chunk] for chunk in ran]
+    assert kinds == [["ok", "killed"], ["ok"], ["killed", "ok"]]
+    got = [read_result(o.payload).result for chunk in ran for o in chunk if o and o.ok]
+    # each run saw its own chunk's events and context, in the child of the batch or
+    # the new one that the segfaults' deaths started
+    assert [(g["n"], g["key"]) for g in got] == [
+        (3, str(ctxs[0].key)), (5, str(ctxs[1].key)), (7, str(ctxs[2].key))
+    ]  # fmt: skip
+
+
+def test_a_batch_with_an_unreadable_chunk_marks_that_chunk_only(
+    hostile: dict[str, Substream],
+) -> None:
+    good = hostile["good"]
+    ctx = Context(1_700_000_000, "dc1", "web", "main", 0)
+    ran, unavailable = run_batch([([good], _chunk(2), ctx), ([good, good], _fails, ctx)])
+    assert unavailable is None
+    assert [o.kind for o in ran[0] if o] == ["ok"]
+    assert [(o.kind, o.error) for o in ran[1] if o] == [
+        ("unreadable", "chunk_unreadable: key 7 holds a dict, not an array of events")
+    ] * 2
