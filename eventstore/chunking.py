@@ -238,110 +238,24 @@ def splitter_available() -> bool:
     return True
 
 
-def _varint(data: bytes | memoryview, pos: int, end: int, what: str) -> tuple[int, int]:
-    value, shift = 0, 0
-    while True:
-        if pos >= end or shift > 63:
-            raise NotAnArrayBlob(f"truncated or oversized varint ({what}) at byte {pos}")
-        byte = data[pos]
-        pos += 1
-        value |= (byte & 0x7F) << shift
-        if byte < 0x80:
-            return value, pos
-        shift += 7
-
-
-def _put_varint(n: int) -> bytes:
-    out = bytearray()
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
-
-
-@dataclass(frozen=True)
-class _Document:
-    version: int
-    compression: int
-    suffix: bytes  # the header suffix: its varint length and the bytes (user header)
-    body: bytes  # decompressed
-
-
-def _read_document(doc: bytes | memoryview, cap: int) -> _Document:
-    n = len(doc)
-    magic = bytes(doc[:4])
-    if n < 6 or magic not in (tags.MAGIC_V1, tags.MAGIC_V3):
-        raise NotAnArrayBlob("not a Sereal document (bad magic)")
-    vt = doc[4]
-    version, ctype = vt & 0x0F, vt >> 4
-    if version < 2 or (magic == tags.MAGIC_V3) != (version >= 3):
-        raise NotAnArrayBlob(f"protocol {version} documents cannot be split (need 2+)")
-    suffix_len, pos = _varint(doc, 5, n, "header suffix length")
-    if pos + suffix_len > n:
-        raise NotAnArrayBlob("header suffix runs past the end")
-    pos += suffix_len
-    suffix = bytes(doc[5:pos])
-    rest = bytes(doc[pos:])
+def _open_blob(data: bytes, cap: int) -> tuple[sereal_document.Layout, bytes, int, int]:
+    """The layout of a blob's document and its body (decompressed by the document
+    layer, at most ``cap`` bytes) as ``(layout, buffer, pos, base)``."""
     try:
-        if ctype == tags.TYPE_RAW:
-            body = rest
-        elif ctype == tags.TYPE_SNAPPY_INCR:
-            clen, p = _varint(rest, 0, len(rest), "snappy length")
-            if p + clen != len(rest):
-                raise NotAnArrayBlob("snappy body length disagrees with the document")
-            body = compression.snappy_decompress(rest[p:], cap, pos + p)
-        elif ctype == tags.TYPE_ZLIB:
-            ulen, p = _varint(rest, 0, len(rest), "zlib uncompressed length")
-            clen, p = _varint(rest, p, len(rest), "zlib compressed length")
-            if p + clen != len(rest):
-                raise NotAnArrayBlob("zlib body length disagrees with the document")
-            body = compression.zlib_decompress(rest[p:], ulen, cap, pos + p)
-        elif ctype == tags.TYPE_ZSTD:
-            clen, p = _varint(rest, 0, len(rest), "zstd length")
-            if p + clen != len(rest):
-                raise NotAnArrayBlob("zstd body length disagrees with the document")
-            body = compression.zstd_decompress(rest[p:], cap, pos + p)
-        else:
-            raise NotAnArrayBlob(f"unsupported compression type {ctype}")
+        layout = sereal_document.read_layout(data)
+    except SerealError as e:
+        raise NotAnArrayBlob(f"bad Sereal header: {e}") from e
+    if layout.protocol < 2:  # protocol 1 counts offsets from the document's start
+        raise NotAnArrayBlob(f"protocol {layout.protocol} documents cannot be split (need 2+)")
+    try:
+        buf, pos, base = sereal_document.open_body(data, layout, max_decompressed_size=cap)
     except SerealError as e:
         raise NotAnArrayBlob(f"body does not decompress: {e}") from e
-    return _Document(version, ctype, suffix, body)
+    return layout, buf, pos, base
 
 
-_COMPRESSION = {
-    None: tags.TYPE_RAW,
-    "none": tags.TYPE_RAW,
-    "snappy": tags.TYPE_SNAPPY_INCR,
-    "zlib": tags.TYPE_ZLIB,
-    "zstd": tags.TYPE_ZSTD,
-}
-
-
-def _write_document(
-    suffix: bytes, version: int, body: bytes, compress: str | None, level: int | None
-) -> bytes:
-    ctype = _COMPRESSION[compress]
-    # zlib needs protocol 3, zstd 4; the body's 1-based offsets are the same in 2..5.
-    version = max(version, {0: 2, 2: 2, 3: 3, 4: 4}[ctype])
-    magic = tags.MAGIC_V3 if version >= 3 else tags.MAGIC_V1
-    head = magic + bytes((version | (ctype << 4),)) + suffix
-    if ctype == tags.TYPE_RAW:
-        payload = body
-    elif ctype == tags.TYPE_SNAPPY_INCR:
-        block = compression.snappy_compress(body)
-        payload = _put_varint(len(block)) + block
-    elif ctype == tags.TYPE_ZLIB:
-        z = compression.zlib_compress(
-            body, compression.ZLIB_DEFAULT_LEVEL if level is None else level
-        )
-        payload = _put_varint(len(body)) + _put_varint(len(z)) + z
-    else:
-        frame = compression.zstd_compress(
-            body, compression.ZSTD_DEFAULT_LEVEL if level is None else level
-        )
-        payload = _put_varint(len(frame)) + frame
-    return head + payload
+#: ``compress=`` choices of the splitter: the document layer's, and None.
+_COMPRESSION = (None, *compression.METHODS)
 
 
 def split_blob(
@@ -386,12 +300,11 @@ def split_blob(
     _check_limit(chunk_max_bytes)
     if compress not in _COMPRESSION:
         raise ValueError(f"compress must be one of {sorted(map(str, _COMPRESSION))}")
-    view = verify_postfix(blob, key, required=False)
-    doc = _read_document(view, max_decompressed_size)
-    body = doc.body
+    data = bytes(verify_postfix(blob, key, required=False))
+    layout, body, pos, base = _open_blob(data, max_decompressed_size)
+    end = len(body)
     try:
-        # positions in the decompressed body; protocol 2+ offsets are 1-based from pos 0
-        bounds: list[int] = array_layout(body, 0, len(body), -1)
+        bounds: list[int] = array_layout(body, pos, end, base)
     except ValueError as e:
         # e names what: not an array, or a SerealError (e.g. DepthExceeded past the
         # codec's MAX_DEPTH_CAP levels, with the offset), the cause kept.
@@ -402,8 +315,9 @@ def split_blob(
     weights = [bounds[i + 1] - bounds[i] for i in range(count)]
 
     def make(a: int, b: int) -> bytes:
-        part = extract_array(body, 0, len(body), -1, a, b)
-        return add_postfix(_write_document(doc.suffix, doc.version, part, compress, level))
+        part = extract_array(body, pos, end, base, a, b)
+        doc = sereal_document.rewrap_body(part, data, layout, compress=compress, level=level)
+        return add_postfix(doc)
 
     whole = make(0, count)
     return _plan(weights, whole, make, chunk_max_bytes, max_body_bytes=max_body_bytes)
@@ -412,7 +326,8 @@ def split_blob(
 # -- joining single-event documents -----------------------------------------------------
 
 
-_TYPE_BYTE = operator.itemgetter(4)
+_TYPE_BYTE = operator.itemgetter(sereal_document.VERSION_TYPE_AT)
+_COMPRESSED_FROM = sereal_document.UNCOMPRESSED_BELOW
 
 
 def join_available() -> bool:
@@ -491,10 +406,13 @@ def chunk_documents(
     try:  # the version/type byte of each document, in C; any compressed?
         kinds = list(map(_TYPE_BYTE, docs))
         compressed = (
-            [i for i, k in enumerate(kinds) if k >= 0x10] if max(kinds, default=0) >= 0x10 else []
+            [i for i, k in enumerate(kinds) if k >= _COMPRESSED_FROM]
+            if max(kinds, default=0) >= _COMPRESSED_FROM
+            else []
         )
     except IndexError:  # a document shorter than 5 bytes (join_bodies rejects it)
-        compressed = [i for i, d in enumerate(docs) if d[4:5] >= b"\x10"]
+        at, low = sereal_document.VERSION_TYPE_AT, bytes((_COMPRESSED_FROM,))
+        compressed = [i for i, d in enumerate(docs) if d[at : at + 1] >= low]
     for i in compressed:
         try:
             buf, pos, base = sereal_document.open_document(

@@ -41,7 +41,8 @@ from eventstore.chunking import (
 )
 from eventstore.errors import EventStoreError, EventTooLarge
 from eventstore.names import ChunkKey
-from eventstore.sereal import compression, tags
+from eventstore.sereal import compression
+from eventstore.sereal import document as sereal_document
 from eventstore.sereal.errors import SerealError, SizeLimitExceeded
 from relocator import defaults
 from relocator.aggregator import Group
@@ -228,7 +229,8 @@ class Sealer:
     def _verbatim(self, data: bytes, name: str) -> Chunk | None:
         """The spool blob itself as the one chunk, when it already is one: it fits
         ``chunk_max_bytes`` with our postfix, it is a protocol 4+ document in a format
-        every reader takes (none, snappy, zlib, zstd) and its body is an array. Its
+        every reader takes (a type the encoder writes: ``compression.DOC_TYPES``) and
+        its body is an array. Its
         bytes are kept (plus the checksum postfix): nothing decoded, nothing re-encoded.
         Booking's aggregators write most per-epoch blobs under 500 KB, so this is the
         common case of the spool path.
@@ -237,13 +239,13 @@ class Sealer:
         if len(doc) + postfix_length() > self._limit:
             return None
         try:
-            header = sereal.decode_header(doc)
+            sereal.decode_header(doc)  # the user header too: readers may read it
+            layout = sereal_document.read_layout(doc)
         except SerealError:
             return None
-        doc_type = _STORABLE.get(header.compression)
-        if header.protocol < 4 or doc_type is None:
+        if layout.protocol < 4 or compression.DOC_TYPES[layout.doc_type].method is None:
             return None
-        count = _array_length(doc, header.protocol, doc_type, header.body_offset)
+        count = _array_length(doc, layout)
         if count is None:
             return None
         return Chunk(add_postfix(doc), 0, count)
@@ -305,19 +307,15 @@ class Sealer:
 _MIN_RATIO = 0.02
 
 
-_STORABLE = {"none": tags.TYPE_RAW, "snappy_incr": tags.TYPE_SNAPPY_INCR,
-              "zlib": tags.TYPE_ZLIB, "zstd": tags.TYPE_ZSTD}  # fmt: skip
-
-
-def _array_length(doc: bytes, protocol: int, doc_type: int, body_offset: int) -> int | None:
+def _array_length(doc: bytes, layout: sereal_document.Layout) -> int | None:
     """Elements of the document's top-level array, walking its body in C (never decoding
     it to Python objects); None when the splitter is not built or it is not an array."""
     if not splitter_available():
         return None
     from eventstore.sereal._sereal import array_layout  # noqa: PLC0415
 
-    buf, start, base = compression.open_body(
-        doc, protocol, doc_type, body_offset, MAX_DECOMPRESSED_BYTES
+    buf, start, base = sereal_document.open_body(
+        doc, layout, max_decompressed_size=MAX_DECOMPRESSED_BYTES
     )
     try:
         bounds: list[int] = array_layout(buf, start, len(buf), base)
@@ -327,21 +325,15 @@ def _array_length(doc: bytes, protocol: int, doc_type: int, body_offset: int) ->
 
 
 def _uncompressed(doc: bytes, max_bytes: int) -> bytes:
-    """The same document with its body decompressed (at most ``max_bytes``, checked
-    against the body's claim before inflating): the header is kept byte for byte but
-    for the type nibble, so the body starts where it did and every offset in it still
-    points where it did (protocol 1 counts from the document start, 2+ from the body).
+    """The same document with its body decompressed, at most ``max_bytes`` (checked
+    against the body's claim before inflating): the document layer's
+    ``decompressed_document``, which keeps every offset where it was.
 
     Raises:
         SizeLimitExceeded: the body claims (or inflates to) more than ``max_bytes``.
         SerealError: a bad header or compressed body.
     """
-    header = sereal.decode_header(doc)  # checks magic, version and type
-    body, pos, _ = compression.open_body(
-        doc, header.protocol, doc[4] >> 4, header.body_offset, max_bytes
-    )
-    start = header.body_offset
-    return b"".join((doc[:4], bytes((doc[4] & 0x0F,)), doc[5:start], body[pos:]))
+    return sereal_document.decompressed_document(doc, max_decompressed_size=max_bytes)
 
 
 def _document_end(data: bytes) -> int:

@@ -23,6 +23,9 @@ import struct
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
+from eventstore.sereal import tags
+from eventstore.sereal.compression import read_varint, screen_claim
+from eventstore.sereal.errors import SerealError
 from relocator.errors import MalformedFrame
 
 MAGIC = b"RE"
@@ -230,8 +233,6 @@ class Received(NamedTuple):
 
 #: :func:`event_verdict` codes (the compiled ``event_verdict`` in frames.c has the same).
 EV_OK, EV_TOO_LARGE, EV_NOT_A_DICT, EV_COMPRESSED, EV_UNREADABLE = range(5)
-_PAD, _REFN, _HASH, _WEAKEN, _HASHREF_LOW, _SHORT_BINARY_LOW = 0x3F, 0x28, 0x2A, 0x30, 0x50, 0x60
-_ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 
 
 def event_verdict(doc: bytes, max_bytes: int) -> int:
@@ -251,85 +252,49 @@ def event_verdict(doc: bytes, max_bytes: int) -> int:
     n = len(doc)
     if n < 6:
         return EV_UNREADABLE
+    # The header as frames.c's srl_header_start / srl_header_suffix read it (no check
+    # of the type against the protocol: the decoder names that fault later).
     version, kind = doc[4] & 0x0F, doc[4] >> 4
-    v3 = doc[:4] == b"=\xf3rl"
-    if (not v3 and doc[:4] != b"=srl") or not 1 <= version <= 5 or v3 != (version >= 3):
+    v3 = doc[:4] == tags.MAGIC_V3
+    if (not v3 and doc[:4] != tags.MAGIC_V1) or version not in _PROTOCOLS or v3 != (version >= 3):
         return EV_UNREADABLE
-    suffix, pos = _varint(doc, 5)
-    if suffix is None or suffix > n - pos:
+    try:
+        suffix, pos = read_varint(doc, 5, n)
+    except SerealError:  # cut short or over 64 bits
+        return EV_UNREADABLE
+    if suffix > n - pos:
         return EV_UNREADABLE
     pos += suffix
-    if kind == 0:
+    if kind == tags.TYPE_RAW:
         return _item_verdict(doc, pos)
-    claim: int | None
-    if kind in (1, 2, 3):  # Snappy block (after a length for type 2), zlib's length
-        if kind == 2:
-            skip, pos = _varint(doc, pos)
-            if skip is None:
-                return EV_UNREADABLE
-        claim, pos = _varint(doc, pos)
-    elif kind == 4:
-        skip, pos = _varint(doc, pos)
-        if skip is None:
-            return EV_UNREADABLE
-        claim = _zstd_content_size(doc, pos)
-        if claim == -1:
-            return EV_COMPRESSED
-    else:
-        return EV_UNREADABLE
-    if claim is None or claim < 0:
+    claim = screen_claim(doc, kind, pos)
+    if claim == -1:  # no claim to check: the codec refuses to open it
+        return EV_COMPRESSED
+    if claim < 0:
         return EV_UNREADABLE
     return EV_TOO_LARGE if claim > max_bytes else EV_COMPRESSED
+
+
+_PROTOCOLS = tags.PROTOCOLS
 
 
 def _item_verdict(doc: bytes, pos: int) -> int:
     after_refn = False
     for byte in doc[pos:]:
         tag = byte & 0x7F
-        if tag == _PAD:
+        if tag == tags.PAD:
             continue
-        if tag == _HASH:
+        if tag == tags.HASH:
             return EV_OK
         if after_refn:
             return EV_NOT_A_DICT
-        if _HASHREF_LOW <= tag < _SHORT_BINARY_LOW:
+        if tags.HASHREF_LOW <= tag < tags.SHORT_BINARY_LOW:
             return EV_OK
-        if tag == _REFN:
+        if tag == tags.REFN:
             after_refn = True
-        elif tag != _WEAKEN:
+        elif tag != tags.WEAKEN:
             return EV_NOT_A_DICT
     return EV_UNREADABLE
-
-
-def _varint(doc: bytes, pos: int) -> tuple[int | None, int]:
-    """A varint as the compiled reader takes it (up to 16 bytes, 64 bits); None when
-    it is cut short or too big."""
-    value = 0
-    for i in range(16):
-        if pos + i >= len(doc):
-            return None, pos
-        byte = doc[pos + i]
-        value |= (byte & 0x7F) << (7 * i)
-        if byte < 0x80:
-            return (value, pos + i + 1) if value < 1 << 64 else (None, pos)
-    return None, pos
-
-
-def _zstd_content_size(doc: bytes, pos: int) -> int:
-    """The content size the zstd frame header at ``pos`` records; -1 none, -2 cut
-    short or not a zstd frame."""
-    if doc[pos : pos + 4] != _ZSTD_MAGIC or pos + 4 >= len(doc):
-        return -2
-    fhd = doc[pos + 4]
-    single, flag = (fhd >> 5) & 1, fhd >> 6
-    size_bytes = single if flag == 0 else 1 << flag
-    at = pos + 5 + (0 if single else 1) + (0, 1, 2, 4)[fhd & 3]
-    if size_bytes == 0:
-        return -1
-    if at + size_bytes > len(doc):
-        return -2
-    size = int.from_bytes(doc[at : at + size_bytes], "little")
-    return min(size + 256 if size_bytes == 2 else size, 2**63 - 1)
 
 
 _Scan = tuple[int, bytes, list[tuple[bytes, Any, list[bytes]]], int, int, int, int]

@@ -1,5 +1,11 @@
 """Sereal documents: header, user header, compression; shared by both body codecs.
 
+The one Python place that reads and writes a document's header (magic, version-type
+byte, suffix) and opens its body (through :mod:`eventstore.sereal.compression`, with a
+cap on the decompressed size): the splitter and the relocator's sealer go through
+:func:`read_layout`, :func:`open_body`, :func:`decompressed_document` and
+:func:`rewrap_body` rather than reading headers themselves.
+
 A :class:`Codec` wraps a body codec (the compiled ``_sereal`` module or
 ``eventstore.sereal.pure``'s decoder and encoder, anything with ``decode_body`` and
 ``encode_body``, see DESIGN.md) and gives it the public API. Header errors carry
@@ -29,11 +35,18 @@ __all__ = [
     "DEFAULT_MAX_DECOMPRESSED_SIZE",
     "DEFAULT_MAX_DEPTH",
     "MAX_DEPTH_CAP",
+    "UNCOMPRESSED_BELOW",
+    "VERSION_TYPE_AT",
     "BodyCodec",
     "Codec",
     "Header",
+    "Layout",
     "body_size",
+    "decompressed_document",
+    "open_body",
     "open_document",
+    "read_layout",
+    "rewrap_body",
     "wrap_body",
 ]
 
@@ -42,27 +55,19 @@ DEFAULT_MAX_DECOMPRESSED_SIZE = 256 * 2**20  # bytes
 DEFAULT_PROTOCOL = 4  # read by Perl's Sereal 4.x and 5.x, Go and Java
 DEFAULT_COMPRESS_THRESHOLD = 1024  # bytes: smaller bodies are not worth compressing
 
+#: Offset of the version-type byte: protocol in the low nibble, document type above.
+VERSION_TYPE_AT = 4
+#: Version-type bytes below this are uncompressed documents (type ``TYPE_RAW``).
+UNCOMPRESSED_BELOW = (tags.TYPE_RAW + 1) << 4
+
 _BINARY_MODES = {"utf8": tags.BINARY_UTF8, "latin1": tags.BINARY_LATIN1, "bytes": tags.BINARY_BYTES}
-_COMPRESSION_NAMES = {
-    tags.TYPE_RAW: "none",
-    tags.TYPE_SNAPPY: "snappy",
-    tags.TYPE_SNAPPY_INCR: "snappy_incr",
-    tags.TYPE_ZLIB: "zlib",
-    tags.TYPE_ZSTD: "zstd",
-}
-# Lowest protocol version at which each document type is accepted when decoding
-# (SNAPPY: only version 1). The spec defines zstd from version 4, but Perl's encoder
-# writes it at protocol 3 too (and Perl's decoder reads it), so decoding accepts 3;
-# encoding zstd still needs 4 (see `encode`).
-_TYPE_MIN_VERSION = {
-    tags.TYPE_RAW: 1,
-    tags.TYPE_SNAPPY: 1,
-    tags.TYPE_SNAPPY_INCR: 1,
-    tags.TYPE_ZLIB: 3,
-    tags.TYPE_ZSTD: 3,
-}
-_ZSTD_LEVELS = range(-(1 << 17), 23)
-_ZLIB_LEVELS = range(-1, 10)
+# Types are read from their first protocol (tags.DOC_TYPE_MIN_PROTOCOL; SNAPPY: only
+# version 1) and written from `Framing.write_protocol` (zstd: 4, see `encode`).
+_MIN_PROTOCOL = tags.DOC_TYPE_MIN_PROTOCOL
+_PROTOCOLS = tags.PROTOCOLS
+_DOC_TYPES = compression.DOC_TYPES
+# "compress must be zstd, zlib, snappy, none or None"
+_METHODS_TEXT = ", ".join(reversed(compression.METHODS)) + " or None"
 
 
 class BodyCodec(Protocol):
@@ -115,7 +120,17 @@ class Header:
 
 
 @dataclass(frozen=True)
-class _Layout:
+class Layout:
+    """Where a document's parts are (:func:`read_layout`).
+
+    Attributes:
+        protocol: Sereal protocol version, 1 to 5.
+        doc_type: the document type, a key of ``compression.DOC_TYPES``.
+        suffix_start: document offset of the header suffix (after its varint length,
+            which starts at ``VERSION_TYPE_AT + 1``).
+        body_offset: document offset of the first byte after the header.
+    """
+
     protocol: int
     doc_type: int
     suffix_start: int
@@ -130,7 +145,15 @@ def _as_bytes(data: Any) -> bytes:
     raise TypeError(f"expected bytes, bytearray or memoryview, not {type(data).__name__}")
 
 
-def _parse_header(data: bytes) -> _Layout:
+def read_layout(data: bytes) -> Layout:
+    """Read a document's header (magic, version-type byte, suffix length); neither
+    the user header nor the body is looked at.
+
+    Raises:
+        SerealDecodeError: BadHeader (magic), UnsupportedVersion (protocol, or a type
+            that protocol does not have), TruncatedInput, InvalidStructure (the
+            suffix's varint).
+    """
     n = len(data)
     magic = data[:4]
     if magic not in (tags.MAGIC_V1, tags.MAGIC_V3):
@@ -142,18 +165,28 @@ def _parse_header(data: bytes) -> _Layout:
     if n < 5:
         raise TruncatedInput("input ends before the version byte", n)
     protocol, doc_type = data[4] & 0x0F, data[4] >> 4
-    if not 1 <= protocol <= 5:
-        raise UnsupportedVersion(f"protocol version {protocol} is not 1 to 5", 4)
+    if protocol not in _PROTOCOLS:
+        raise UnsupportedVersion(
+            f"protocol version {protocol} is not {_PROTOCOLS[0]} to {_PROTOCOLS[-1]}", 4
+        )
     if (magic == tags.MAGIC_V3) != (protocol >= 3):
         raise BadHeader(f"magic string {magic!r} does not match protocol {protocol}", 0)
-    if protocol < _TYPE_MIN_VERSION.get(doc_type, 99) or (
-        doc_type == tags.TYPE_SNAPPY and protocol != 1
+    if (
+        protocol < _MIN_PROTOCOL.get(doc_type, 99)
+        or (doc_type == tags.TYPE_SNAPPY and protocol != 1)
+        or doc_type not in _DOC_TYPES
     ):
         raise UnsupportedVersion(f"document type {doc_type} in protocol {protocol}", 4)
     suffix_size, suffix_start = read_varint(data, 5, n)
     if suffix_size > n - suffix_start:
         raise TruncatedInput("input ends inside the header suffix", n)
-    return _Layout(protocol, doc_type, suffix_start, suffix_start + suffix_size)
+    return Layout(protocol, doc_type, suffix_start, suffix_start + suffix_size)
+
+
+def _head(protocol: int, doc_type: int) -> bytes:
+    """Magic string and version-type byte."""
+    magic = tags.MAGIC_V3 if protocol >= 3 else tags.MAGIC_V1
+    return magic + bytes(((doc_type << 4) | protocol,))
 
 
 def _check_trailing(buf: bytes, pos: int, end: int) -> None:
@@ -199,7 +232,65 @@ def wrap_body(
     version, method, lvl = _document_options(compress, level, protocol)
     threshold = _check_int("compress_threshold", compress_threshold)
     doc_type, payload = compression.compress_body(body, method, lvl, threshold)
-    return b"".join((tags.MAGIC_V3, bytes(((doc_type << 4) | version, 0)), payload))
+    return b"".join((_head(version, doc_type), b"\0", payload))
+
+
+def rewrap_body(
+    body: bytes, source: bytes, layout: Layout, *, compress: str | None, level: int | None
+) -> bytes:
+    """A document for a body cut or joined from ``source`` (1-based offsets, protocol
+    2+ layout), with ``source``'s header suffix byte for byte (its user header), its
+    protocol or the lowest that has the layout and the compression, whichever is
+    higher, and always compressed with ``compress`` (no threshold).
+
+    Args:
+        body: the body bytes (e.g. from ``extract_array``).
+        source, layout: the document it came from and its :func:`read_layout`.
+        compress: a ``compress=`` option of :meth:`Codec.encode` ("zstd", "zlib",
+            "snappy", "none" or None); level: its level, None for the default.
+
+    Raises:
+        KeyError: ``compress`` is no such option (the caller checks it).
+    """
+    doc_type = compression.METHODS["none" if compress is None else compress]
+    framing = _DOC_TYPES[doc_type]
+    protocol = max(layout.protocol, 2, framing.write_protocol)
+    payload = compression.frame_body(
+        doc_type, body, framing.default_level if level is None else level
+    )
+    suffix = source[VERSION_TYPE_AT + 1 : layout.body_offset]
+    return b"".join((_head(protocol, doc_type), suffix, payload))
+
+
+def open_body(
+    data: bytes, layout: Layout, *, max_decompressed_size: int = DEFAULT_MAX_DECOMPRESSED_SIZE
+) -> tuple[bytes, int, int]:
+    """As :func:`open_document`, for a document whose header was read already.
+
+    Raises:
+        SerealDecodeError: a bad compressed body; SizeLimitExceeded when it claims
+            (or inflates to) more than ``max_decompressed_size`` bytes.
+    """
+    return compression.open_body(
+        data, layout.protocol, layout.doc_type, layout.body_offset, max_decompressed_size
+    )
+
+
+def decompressed_document(data: bytes, *, max_decompressed_size: int) -> bytes:
+    """The same document with its body decompressed (at most ``max_decompressed_size``
+    bytes, checked against the body's claim before inflating): the header is kept
+    byte for byte but for the type, so the body starts where it did and every offset
+    in it still points where it did (protocol 1 counts from the document start, 2+
+    from the body). The user header is not looked at.
+
+    Raises:
+        SizeLimitExceeded: the body claims (or inflates to) more than the cap.
+        SerealDecodeError: a bad header or compressed body.
+    """
+    layout = read_layout(data)
+    body, pos, _ = open_body(data, layout, max_decompressed_size=max_decompressed_size)
+    suffix = data[VERSION_TYPE_AT + 1 : layout.body_offset]
+    return b"".join((_head(layout.protocol, tags.TYPE_RAW), suffix, body[pos:]))
 
 
 def open_document(
@@ -212,10 +303,7 @@ def open_document(
     Raises:
         SerealDecodeError: a bad header or compressed body.
     """
-    layout = _parse_header(data)
-    return compression.open_body(
-        data, layout.protocol, layout.doc_type, layout.body_offset, max_decompressed_size
-    )
+    return open_body(data, read_layout(data), max_decompressed_size=max_decompressed_size)
 
 
 def body_size(data: bytes | bytearray | memoryview) -> int:
@@ -228,7 +316,7 @@ def body_size(data: bytes | bytearray | memoryview) -> int:
         SerealDecodeError: a bad header or framing (for zstd: no content size).
     """
     doc = _as_bytes(data)
-    layout = _parse_header(doc)
+    layout = read_layout(doc)
     return compression.claimed_body_size(doc, layout.protocol, layout.doc_type, layout.body_offset)
 
 
@@ -239,14 +327,13 @@ def _document_options(
     if version not in (3, 4, 5):
         raise ValueError(f"protocol must be 3, 4 or 5 (or None for 4), not {version}")
     method = "none" if compress is None else compress
-    if method not in ("none", "snappy", "zlib", "zstd"):
-        raise ValueError(f"compress must be zstd, zlib, snappy, none or None: {method!r}")
-    if method == "zstd" and version < 4:
-        raise ValueError("zstd compression needs protocol 4 or later")
-    if method == "zstd":
-        default, levels = compression.ZSTD_DEFAULT_LEVEL, _ZSTD_LEVELS
-    else:
-        default, levels = compression.ZLIB_DEFAULT_LEVEL, _ZLIB_LEVELS
+    doc_type = compression.METHODS.get(method) if isinstance(method, str) else None
+    if doc_type is None:
+        raise ValueError(f"compress must be {_METHODS_TEXT}: {method!r}")
+    framing = _DOC_TYPES[doc_type]
+    if version < framing.write_protocol:
+        raise ValueError(f"{method} compression needs protocol {framing.write_protocol} or later")
+    default, levels = framing.default_level, framing.levels
     lvl = default if level is None else _check_int("level", level, levels)
     return version, method, lvl
 
@@ -307,8 +394,7 @@ class Codec:
         doc_type, payload = compression.compress_body(body, method, lvl, threshold)
         return b"".join(
             (
-                tags.MAGIC_V3,
-                bytes(((doc_type << 4) | version,)),
+                _head(version, doc_type),
                 varint_bytes(len(suffix)),
                 suffix,
                 payload,
@@ -362,7 +448,7 @@ class Codec:
         budget = -1 if max_objects is None else _check_int("max_objects", max_objects)
         tree = compile_fields(fields)
         doc = _as_bytes(data)
-        layout = _parse_header(doc)
+        layout = read_layout(doc)
         buf, start, base = compression.open_body(
             doc, layout.protocol, layout.doc_type, layout.body_offset, max_size
         )
@@ -463,7 +549,7 @@ class Codec:
         depth = check_max_depth(max_depth)
         limit = _check_int("max_decompressed_size", max_size)
         doc = _as_bytes(data)
-        layout = _parse_header(doc)
+        layout = read_layout(doc)
         buf, start, base = compression.open_body(
             doc, layout.protocol, layout.doc_type, layout.body_offset, limit
         )
@@ -492,14 +578,14 @@ class Codec:
         mode = _binary_mode(binary)
         depth = check_max_depth(max_depth)
         doc = _as_bytes(data)
-        layout = _parse_header(doc)
+        layout = read_layout(doc)
         user_header = None
         start, end = layout.suffix_start, layout.body_offset
         # Protocol 1 suffixes are opaque; later ones are <bitfield> [<user header>].
         if layout.protocol >= 2 and end > start and doc[start] & tags.HEADER_BIT_USER_META:
             user_header, pos = self._backend.decode_body(doc, start + 1, end, start, mode, depth)
             _check_trailing(doc, pos, end)
-        return Header(layout.protocol, _COMPRESSION_NAMES[layout.doc_type], user_header, end)
+        return Header(layout.protocol, _DOC_TYPES[layout.doc_type].name, user_header, end)
 
     @staticmethod
     def looks_like_sereal(data: object) -> bool:
@@ -509,7 +595,7 @@ class Codec:
         """
         try:
             doc = _as_bytes(data)
-            return _parse_header(doc).body_offset < len(doc)
+            return read_layout(doc).body_offset < len(doc)
         except (TypeError, SerealError):
             return False
 

@@ -10,6 +10,18 @@ TYPE_SNAPPY = 1  # protocol 1 only: the rest of the document is one Snappy block
 TYPE_SNAPPY_INCR = 2  # <varint length><snappy block>
 TYPE_ZLIB = 3  # <varint uncompressed length><varint compressed length><zlib stream>; v3+
 TYPE_ZSTD = 4  # <varint length><zstd frame>; v4+ (Perl also writes it at v3)
+#: Lowest protocol at which each document type is read (tags.h, SRL_DOC_TYPES). The spec
+#: defines zstd from 4, but Perl's encoder writes it at 3 too (and Perl reads it). The
+#: framing of each is compression.py's (``compression.DOC_TYPES``).
+DOC_TYPE_MIN_PROTOCOL = {
+    TYPE_RAW: 1,
+    TYPE_SNAPPY: 1,
+    TYPE_SNAPPY_INCR: 1,
+    TYPE_ZLIB: 3,
+    TYPE_ZSTD: 3,
+}
+#: The protocol versions (tags.h: 1 to SRL_PROTOCOL_MAX)
+PROTOCOLS = range(1, 6)
 HEADER_BIT_USER_META = 0x01
 
 # Body tags (low 7 bits; the high bit is the "track" flag)

@@ -8,6 +8,7 @@ import pytest
 
 from eventstore import sereal
 from eventstore.blob import unpack_blob
+from eventstore.sereal import compression, tags
 from relocator.aggregator import Group
 from relocator.errors import BadSpoolFile
 from relocator.metrics import Metrics
@@ -109,3 +110,50 @@ def test_spool_blob_that_already_fits_is_stored_verbatim() -> None:
     b = s.seal_spool("x.srl", old, epoch=1, dc="d", type_="t", subtype="")
     assert b.values[0][:-16] != old
     assert [e for v in b.values for e in unpack_blob(v)] == events
+
+
+_COMPRESSED_TYPES = sorted(
+    name for name in vars(tags) if name.startswith("TYPE_") and name != "TYPE_RAW"
+)
+
+
+@pytest.mark.parametrize("name", _COMPRESSED_TYPES)
+def test_every_compressed_type_is_opened_with_the_event_cap(name: str) -> None:
+    """The sealer opens an event of each compressed type tags.py names through the
+    document layer, capped at max_event_bytes: within the cap it is stored (a hash) or
+    dropped as not_a_dict (a list, seen only once opened); over it, too_large."""
+    doc_type = getattr(tags, name)
+    protocol = 1 if doc_type == tags.TYPE_SNAPPY else tags.PROTOCOLS[-1]
+    head = (tags.MAGIC_V1 if protocol < 3 else tags.MAGIC_V3) + bytes(
+        ((doc_type << 4) | protocol, 0)
+    )
+    level = compression.DOC_TYPES[doc_type].default_level
+
+    def doc(body: bytes) -> bytes:
+        return head + compression.frame_body(doc_type, body, level)
+
+    text = b"\x26\x80\x08" + b"a" * 1024  # BINARY of 1024 bytes
+    key = bytes((tags.SHORT_BINARY_LOW + 1,)) + b"k"
+    hash_body = bytes((tags.REFN, tags.HASH, 1)) + key + text
+    list_body = bytes((tags.REFN, tags.ARRAY, 1)) + text
+    cap = len(hash_body) + 10
+    big_body = bytes((tags.REFN, tags.HASH, 1)) + key + b"\x26\x80\x10" + b"a" * 2048
+    counter = itertools.count(1)
+    m = Metrics()
+    s = Sealer(
+        writer_id=1,
+        reserve_seq=lambda: next(counter),
+        chunk_max_bytes=200_000,
+        compress="zstd",
+        metrics=m,
+        max_event_bytes=cap,
+    )
+    g = Group(epoch=5, dc="ams1", close_at=0)
+    g.docs[("web", "")] = [doc(hash_body), doc(list_body), doc(big_body)]
+    g.positions = array.array("Q", range(3))
+    g.segments = {0: 3}
+    batch = s.seal(g)
+    assert [e for v in batch.values for e in unpack_blob(v)] == [{"k": "a" * 1024}]
+    count = m.registry.get_sample_value
+    assert count("relocator_events_dropped_total", {"reason": "not_a_dict"}) == 1
+    assert count("relocator_events_dropped_total", {"reason": "too_large"}) == 1

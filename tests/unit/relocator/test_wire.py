@@ -2,8 +2,20 @@ from __future__ import annotations
 
 import pytest
 
+from eventstore import sereal
+from eventstore.sereal import compression, tags
 from relocator.errors import MalformedFrame
-from relocator.wire import LENGTH, FrameParser, encode_frame, parse_frame, split_stream
+from relocator.wire import (
+    EV_COMPRESSED,
+    EV_TOO_LARGE,
+    LENGTH,
+    FrameParser,
+    encode_frame,
+    event_verdict,
+    event_verdicts,
+    parse_frame,
+    split_stream,
+)
 
 pytestmark = pytest.mark.unit
 
@@ -70,3 +82,37 @@ def test_frame_parser_cache_gives_the_same_frames() -> None:
         parser.parse(b"RE\x01" + bytes(8) + b"\x01a")  # truncated in the tokens
     with pytest.raises(MalformedFrame):
         parser.parse(b"RE\x01" + bytes(8) + b"\x01a\x03web\x00")  # header only, no document
+
+
+# -- every compressed document type's claim (issue 16: one table of document types) -----
+
+_COMPRESSED_TYPES = sorted(
+    name for name in vars(tags) if name.startswith("TYPE_") and name != "TYPE_RAW"
+)
+
+
+def _compressed_document(doc_type: int, body: bytes) -> bytes:
+    """A document of ``doc_type`` from the document layer's framing (protocol 1 for
+    SNAPPY, the only one that has it; else the highest)."""
+    protocol = 1 if doc_type == tags.TYPE_SNAPPY else tags.PROTOCOLS[-1]
+    magic = tags.MAGIC_V1 if protocol < 3 else tags.MAGIC_V3
+    level = compression.DOC_TYPES[doc_type].default_level
+    return (
+        magic
+        + bytes(((doc_type << 4) | protocol, 0))
+        + compression.frame_body(doc_type, body, level)
+    )
+
+
+@pytest.mark.parametrize("name", _COMPRESSED_TYPES)
+@pytest.mark.parametrize("compiled", [True, False], ids=["c", "python"])
+def test_every_compressed_type_is_screened_by_its_claim(name: str, compiled: bool) -> None:
+    """Both event verdicts (frames.c's and its Python twin) read the size each
+    compressed type claims: a type added to tags.py but not to them fails here."""
+    body = bytes((tags.REFN, tags.HASH, 1, tags.SHORT_BINARY_LOW + 1)) + b"k" + b"\x26\x80\x08"
+    body += b"a" * 1024
+    doc = _compressed_document(getattr(tags, name), body)
+    assert sereal.decode(doc) == {"k": "a" * 1024}
+    for cap, want in ((len(body), EV_COMPRESSED), (len(body) - 1, EV_TOO_LARGE)):
+        assert event_verdicts([doc], cap, compiled=compiled) == bytes((want,)), (name, cap)
+        assert event_verdict(doc, cap) == want
