@@ -13,8 +13,9 @@ against the version the worker loaded), and runs exactly what
 groups, rlimits, audit hook and seccomp filter).
 
 Only the chunk threads' shared children go through it (isolation ``chunk``, every
-substream loaded from a file or an entry point); the quarantine's lanes and isolation
-``substream`` fork in the worker as before.
+substream loaded from a file or an entry point), a batch of chunks per request and per
+child (``substreams/batch.py``, ``defaults.BATCH_CHUNKS``); the quarantine's lanes and
+isolation ``substream`` fork in the worker as before.
 
 Failure semantics: when the server cannot start, dies, is late (then killed) or cannot
 fork, :meth:`ChunkServer.run` raises :class:`~substreams.sandbox.SandboxUnavailable`
