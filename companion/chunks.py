@@ -21,7 +21,7 @@ from eventstore.riak import NotFound, RiakClient, RiakError
 from eventstore.sereal.projection import Tree, project_events
 from substreams import forkserver_process
 from substreams.api import Event
-from substreams.forkserver_process import ChunkUnreadable
+from substreams.forkserver_process import UndecodableChunk
 from substreams.sandbox import Isolation, Loader
 
 __all__ = ["check_chunk", "chunk_source", "decode_chunk", "fetch_chunk"]
@@ -77,7 +77,7 @@ def decode_chunk(
     """
     try:
         return forkserver_process.decode_chunk(key.format(), blob, limits, fields)
-    except ChunkUnreadable as e:
+    except UndecodableChunk as e:
         raise InputChunkUnreadable(str(e)) from e
 
 

@@ -39,7 +39,7 @@ from eventstore.blob import DecodeLimits
 from eventstore.names import ChunkKey
 from substreams.api import Substream
 from substreams.child import LOAD_CPU_S
-from substreams.forkserver import ForkServer, ForkServerFailed
+from substreams.forkserver import ForkServer, ForkServerUnavailable
 from substreams.forkserver_process import outcome_from
 from substreams.protocol import Limits
 from substreams.sandbox import LOAD_TIMEOUT_S, Outcome, SandboxUnavailable
@@ -83,7 +83,7 @@ class ChunkServer:
         tries again."""
         try:
             self.server.start(self.connections)
-        except ForkServerFailed as e:
+        except ForkServerUnavailable as e:
             log.warning("companion: the worker's fork server could not start: %s", e)
 
     def close(self) -> None:
@@ -143,7 +143,7 @@ class ChunkServer:
             reply, payloads = self.server.request(
                 header, [blob for _, blob, _ in chunks], deadline_s, where
             )
-        except ForkServerFailed as e:
+        except ForkServerUnavailable as e:
             raise SandboxUnavailable(f"sandbox: {e}") from e
         if "chunks" not in reply:  # the request itself failed there
             why = reply.get("unavailable", "no outcomes in the reply")

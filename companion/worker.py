@@ -65,10 +65,10 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
-from dataclasses import dataclass, field
 
 from companion import defaults, held
 from companion.auditor import SeenDcs
+from companion.chunkrun import Chunk, Laps, run_shared
 from companion.chunks import chunk_source, fetch_chunk
 from companion.disabled import DisabledSet
 from companion.errors import InputChunkUnreadable
@@ -92,49 +92,6 @@ __all__ = ["Engine", "WorkItem"]
 
 #: One chunk waiting to be processed.
 WorkItem = InboxItem
-
-
-class _Laps:
-    """Wall-clock and CPU seconds (of the calling thread) of each stage of one chunk."""
-
-    def __init__(self, clock: Callable[[], float]) -> None:
-        self._clock = clock
-        self.started = self._last = clock()
-        self._last_cpu = time.thread_time()
-        self.wall: dict[str, float] = {}
-        self.cpu: dict[str, float] = {}
-
-    def mark(self) -> None:
-        """Start the next stage now (what the thread did since was another chunk's)."""
-        self._last, self._last_cpu = self._clock(), time.thread_time()
-
-    def lap(self, stage: str, *, extra_cpu_s: float = 0.0) -> None:
-        now, cpu = self._clock(), time.thread_time()
-        self.wall[stage] = now - self._last
-        self.cpu[stage] = cpu - self._last_cpu + extra_cpu_s
-        self._last, self._last_cpu = now, cpu
-
-
-@dataclass
-class _Chunk:
-    """One chunk of a batch, from its preparation to its stored results."""
-
-    key: ChunkKey
-    candidates: list[Substream]
-    arrived: float | None
-    laps: _Laps
-    written: set[str] = field(default_factory=set)
-    subs: list[Substream] = field(default_factory=list)
-    skipped: list[Write] = field(default_factory=list)
-    waits: list[LaneItem] = field(default_factory=list)
-    blob: bytes = b""
-    source: Loader | None = None
-    outcomes: list[Outcome | None] = field(default_factory=list)
-    causes: dict[int, str] = field(default_factory=dict)  # why a run has no outcome
-    lost_cause: str = ""  # ... when not in causes
-    children_cpu_s: float = -1.0  # shared by a batch (else this chunk's own)
-    done: list[tuple[Substream, Outcome]] = field(default_factory=list)
-    finished: bool = False
 
 
 #: How often an idle chunk thread looks at whether the engine is stopping, seconds.
@@ -430,14 +387,14 @@ class Engine:
         Returns:
             What :meth:`process` returns, for each chunk.
         """
-        chunks: list[_Chunk] = []
-        batch: list[_Chunk] = []
+        chunks: list[Chunk] = []
+        batch: list[Chunk] = []
         for key, arrived, until, audit in items:
             candidates = self._candidates(key)
             if audit:
                 candidates = self._missing(key, candidates)
             deadline = self._clock() + self.settings.max_wait_s if until is None else until
-            chunk = _Chunk(key, candidates, arrived, _Laps(self._clock))
+            chunk = Chunk(key, candidates, arrived, Laps(self._clock))
             chunks.append(chunk)
             try:
                 self._prepare(chunk, (deadline, audit))
@@ -450,11 +407,11 @@ class Engine:
         self._run_and_store(batch)
         return [chunk.done for chunk in chunks]
 
-    def _run_and_store(self, chunks: list[_Chunk]) -> None:
+    def _run_and_store(self, chunks: list[Chunk]) -> None:
         """The shared runs of the prepared ``chunks`` (one child), then their results."""
         running = [c for c in chunks if not c.finished]  # (all of its runs may be in lanes)
         try:
-            self._run([c for c in running if c.subs])
+            run_shared([c for c in running if c.subs], self._server, self.settings, self._clock)
         except Exception as e:
             for chunk in running:
                 self._failed(chunk, e)
@@ -471,7 +428,7 @@ class Engine:
             except Exception as e:
                 self._failed(chunk, e)
 
-    def _failed(self, chunk: _Chunk, e: Exception) -> None:
+    def _failed(self, chunk: Chunk, e: Exception) -> None:
         """Anything raised while processing ``chunk``: every result not yet written
         (nor handed to a lane) gets ``error: internal: ...``."""
         chunk.finished, chunk.done = True, []
@@ -485,7 +442,7 @@ class Engine:
         self._fail(key, [s for s in chunk.candidates if s.name not in chunk.written], cause,
                    "internal")  # fmt: skip
 
-    def _prepare(self, chunk: _Chunk, lane: tuple[float, bool]) -> None:
+    def _prepare(self, chunk: Chunk, lane: tuple[float, bool]) -> None:
         """Everything before the shared run: disabled ones, fetch and check, lanes.
         Sets ``chunk.finished`` when nothing is left to run."""
         key, laps = chunk.key, chunk.laps
@@ -519,58 +476,7 @@ class Engine:
         )
         chunk.skipped += refused
 
-    def _run(self, chunks: list[_Chunk]) -> None:
-        """The shared runs of ``chunks``: the fork server's (one child for the batch),
-        else the sandbox's in this worker, chunk by chunk."""
-        server = self._server
-        batch = [c for c in chunks if server is not None and server.can_run(c.subs)]
-        for chunk in (c for c in chunks if c not in batch):
-            chunk.laps.mark()
-            assert chunk.source is not None
-            try:
-                chunk.outcomes = list(
-                    run_substreams(
-                        chunk.subs,
-                        chunk.source,
-                        Context.of(chunk.key),
-                        cap=self.settings.cap,
-                        max_parallel=self.settings.max_parallel,
-                        isolation=self.settings.isolation,
-                    )
-                )
-            except SandboxUnavailable as e:  # no pipe or no process: not the plugins' fault
-                chunk.outcomes = list(e.outcomes) or [None] * len(chunk.subs)
-                chunk.lost_cause = str(e)
-            chunk.laps.lap("sandbox")
-        if not batch or server is None:
-            return
-        wall, cpu = self._clock(), time.thread_time()
-        server_cpu_s = 0.0
-        try:
-            got, server_cpu_s = server.run(
-                [(c.subs, c.blob, c.key) for c in batch],
-                decode_limits=self.settings.decode_limits,
-                cap=self.settings.cap,
-                max_parallel=self.settings.max_parallel,
-            )
-            for chunk, (outcomes, causes) in zip(batch, got, strict=True):
-                chunk.outcomes, chunk.causes = outcomes, causes
-        except SandboxUnavailable as e:  # the server could not run it: not the plugins'
-            for chunk in batch:
-                chunk.outcomes, chunk.lost_cause = [None] * len(chunk.subs), str(e)
-        wall, cpu = self._clock() - wall, time.thread_time() - cpu
-        for chunk in batch:  # the batch's cost, shared
-            chunk.laps.wall["sandbox"] = wall
-            chunk.laps.cpu["sandbox"] = cpu / len(batch)
-            chunk.laps.cpu["server"] = server_cpu_s / len(batch)  # its fork, wait, reap
-        # The children's CPU outside their runs and loads (fork faults, setup, exit),
-        # on whichever outcome of the batch each child's was put: shared too.
-        done = [o for c in batch for o in c.outcomes if o is not None]
-        own = sum(o.child_cpu_s - o.load_cpu_s - o.cpu_s for o in done)
-        for chunk in batch:
-            chunk.children_cpu_s = max(0.0, own) / len(batch)
-
-    def _store(self, chunk: _Chunk) -> list[Future[float]]:
+    def _store(self, chunk: Chunk) -> list[Future[float]]:
         """Start writing ``chunk``'s results; signal its runs and failures."""
         chunk.laps.mark()
         key, laps = chunk.key, chunk.laps
@@ -598,7 +504,7 @@ class Engine:
         chunk.done = done
         return pending
 
-    def _complete(self, chunk: _Chunk, pending: list[Future[float]]) -> None:
+    def _complete(self, chunk: Chunk, pending: list[Future[float]]) -> None:
         """Wait for ``chunk``'s writes; count its runs; its stage figures."""
         key, laps, done = chunk.key, chunk.laps, chunk.done
         laps.mark()

@@ -135,7 +135,7 @@ class ForkServer(forkserver.ForkServer):
         where: dict[str, Any] = {"epoch": key.epoch, "dc": key.dc, "key": key.format()}
         try:
             reply, payloads = self.request(header, [value], deadline_s, f"consumer: key={key}")
-        except forkserver.ForkServerFailed as e:
+        except forkserver.ForkServerUnavailable as e:
             raise ForkServerFailed(str(e), **where) from e
         if "unavailable" in reply:
             raise ForkServerFailed(f"fork server: {reply['unavailable']}", **where)

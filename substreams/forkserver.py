@@ -28,7 +28,7 @@ that started it ends: the server is SIGKILLed if this process dies (and its chil
 with it: theirs is set on the server's threads), and it exits when its control socket
 closes.
 
-Failure semantics: :meth:`ForkServer.request` raises :class:`ForkServerFailed` (never
+Failure semantics: :meth:`ForkServer.request` raises :class:`ForkServerUnavailable` (never
 hangs) when the server cannot be started, dies during the request (killed, crashed),
 or does not answer within the deadline (then it is killed). The next request starts a
 new server. Nothing a plugin does reaches the server or the caller.
@@ -57,7 +57,7 @@ from substreams.forkserver_process import recv_message, send_message
 
 log = logging.getLogger(__name__)
 
-__all__ = ["ForkServer", "ForkServerFailed"]
+__all__ = ["ForkServer", "ForkServerUnavailable"]
 
 #: How long the server may take to start (a fresh interpreter importing the sandbox), s.
 _START_TIMEOUT_S = 60.0
@@ -69,7 +69,7 @@ _BOOT = (
 )
 
 
-class ForkServerFailed(SubstreamError):
+class ForkServerUnavailable(SubstreamError):
     """The fork server could not run a request: not started, died, or late. Nothing
     the plugin did; the next request starts a new server.
 
@@ -174,7 +174,7 @@ class ForkServer:
             The reply's header and blobs.
 
         Raises:
-            ForkServerFailed: see the module docstring.
+            ForkServerUnavailable: see the module docstring.
         """
         with self._slots:
             gen, conn = self._connection()
@@ -188,7 +188,7 @@ class ForkServer:
                 self._discard(gen, kill=True)
                 what = f"did not answer within {deadline_s:.3g}s" if late else f"died: {e}"
                 log.error("%s: %s: %s", where, self.label, what)
-                raise ForkServerFailed(f"fork server {what}", late=late) from e
+                raise ForkServerUnavailable(f"fork server {what}", late=late) from e
             with self._lock:
                 if gen == self._generation:
                     self._idle.append((gen, conn))
@@ -202,7 +202,7 @@ class ForkServer:
         requests neither wait for the interpreter nor need a new thread there.
 
         Raises:
-            ForkServerFailed: it could not start.
+            ForkServerUnavailable: it could not start.
         """
         opened = [self._connection() for _ in range(max(1, connections))]
         for gen, conn in opened:  # answered: the server is up, with a thread for each
@@ -214,7 +214,7 @@ class ForkServer:
                 for _, each in opened:
                     each.close()
                 self._discard(gen, kill=True)
-                raise ForkServerFailed(f"fork server did not start: {e}") from e
+                raise ForkServerUnavailable(f"fork server did not start: {e}") from e
         with self._lock:
             for gen, conn in opened:
                 if gen == self._generation:
@@ -260,7 +260,7 @@ class ForkServer:
                 try:
                     process = self._start()
                 except (OSError, subprocess.SubprocessError, TimeoutError) as e:
-                    raise ForkServerFailed(f"fork server could not start: {e}") from e
+                    raise ForkServerUnavailable(f"fork server could not start: {e}") from e
                 self._process = process
             while self._idle:
                 gen, conn = self._idle.pop()
@@ -271,7 +271,7 @@ class ForkServer:
             return process.generation, process.connect()
         except OSError as e:
             self._discard(process.generation, kill=True)
-            raise ForkServerFailed(f"fork server died: {e}") from e
+            raise ForkServerUnavailable(f"fork server died: {e}") from e
 
     def _forget_locked(self) -> None:
         self._process = None

@@ -86,7 +86,7 @@ __all__ = [
     "DECODE_LIMITS",
     "ENTRY_POINT_PREFIX",
     "MAX_MESSAGE_BYTES",
-    "ChunkUnreadable",
+    "UndecodableChunk",
     "decode_chunk",
     "outcome_fields",
     "outcome_from",
@@ -155,7 +155,7 @@ def recv_message(sock: socket.socket) -> tuple[dict[str, Any], list[bytes]]:
 # -- a chunk's events, as the companion decodes them ------------------------------------------
 
 
-class ChunkUnreadable(SubstreamError):
+class UndecodableChunk(SubstreamError):
     """A chunk that cannot be decoded; the message is what every run's result says,
     starting with ``chunk_unreadable:`` or ``too_large:``."""
 
@@ -173,22 +173,22 @@ def decode_chunk(key: str, blob: bytes, limits: DecodeLimits, fields: Tree | Non
             None: all.
 
     Raises:
-        ChunkUnreadable: over the decode limits (or out of memory decoding), corrupt,
+        UndecodableChunk: over the decode limits (or out of memory decoding), corrupt,
             or not an array of events.
     """
     paths = None if fields is None else list(_paths(fields, ()))
     try:
         events = unpack_blob(blob, key=key, limits=limits, fields=paths)
     except BlobTooLarge as e:
-        raise ChunkUnreadable(f"too_large: {e}") from e
+        raise UndecodableChunk(f"too_large: {e}") from e
     except EventStoreError as e:
-        raise ChunkUnreadable(f"chunk_unreadable: {e}") from e
+        raise UndecodableChunk(f"chunk_unreadable: {e}") from e
     except MemoryError:
-        raise ChunkUnreadable(
+        raise UndecodableChunk(
             f"too_large: {key}: out of memory decoding {len(blob)} bytes"
         ) from None
     if not isinstance(events, list):
-        raise ChunkUnreadable(
+        raise UndecodableChunk(
             f"chunk_unreadable: {key} holds a {type(events).__name__}, not an array of events"
         )
     # Elements are whatever the producers sent; plugins treat them defensively
