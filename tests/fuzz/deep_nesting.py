@@ -53,7 +53,7 @@ JSON_SHAPES = {"array": (b"[", b"]"), "object": (b'{"k":', b"}")}
 # every level (a projection tree as deep as the cap allows).
 WALKERS = (
     "decode", "json", "split", "split_blob", "join", "encode", "variant", "project",
-    "project_keep",
+    "project_keep", "variant_direct",
 )  # fmt: skip
 PURE_WALKERS = (
     "pure_decode", "pure_json", "pure_encode", "pure_variant", "pure_project",
@@ -68,6 +68,8 @@ def shapes_of(walker: str) -> list[str]:
         return list(ENCODE_SHAPES)
     if kind == "variant":
         return list(JSON_SHAPES)
+    if kind == "variant_direct":  # the shapes it walks (the others: the JSON path's)
+        return [s for s in BODY_LEVELS if not any(x in s for x in ("weaken", "object", "mixed"))]
     return list(BODY_LEVELS)
 
 
@@ -155,6 +157,10 @@ def run(walker: str, shape: str, depth: int, max_depth: int) -> None:
         text = json_text(shape, depth)
         offsets = (0).to_bytes(8, sys.byteorder) + len(text).to_bytes(8, sys.byteorder)
         core.json_to_variant_packed(text, offsets, max_depth)
+    elif walker == "variant_direct":  # None: it leaves the body to the JSON path
+        data = array_body(shape, depth)
+        if core.array_to_variant_packed(data, 0, len(data), -1, 0, max_depth) is None:
+            raise LookupError("left to the JSON path")
     else:
         raise ValueError(f"unknown walker {walker!r}")
 

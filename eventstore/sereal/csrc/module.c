@@ -187,6 +187,11 @@ static PyMethodDef methods[] = {
      METH_VARARGS | METH_KEYWORDS,
      "array_to_json_packed(data, pos, end, base, binary, max_depth) -> (bytes, bytes)\n\n"
      "The same texts back to back, and n + 1 native int64 offsets (as bytes) bounding them."},
+    {"array_to_variant_packed", (PyCFunction)(void (*)(void))srl_py_array_to_variant,
+     METH_VARARGS | METH_KEYWORDS,
+     "array_to_variant_packed(data, pos, end, base, binary, max_depth) -> tuple | None\n\n"
+     "An array body straight to json_to_variant_packed's four buffers, or None where the\n"
+     "JSON path must answer."},
     {"json_to_variant_packed", (PyCFunction)(void (*)(void))srl_py_json_to_variant,
      METH_VARARGS | METH_KEYWORDS,
      "json_to_variant_packed(text, offsets, max_depth=512) -> (bytes, bytes, bytes, bytes)\n\n"

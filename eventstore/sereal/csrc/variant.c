@@ -44,8 +44,8 @@ srl_vx_vbuf_grow(VBuf *b, Py_ssize_t n)
 }
 
 /* The bytes object, cut to its length (the buffer gives it up). */
-static PyObject *
-vbuf_finish(VBuf *b)
+PyObject *
+srl_vx_vbuf_finish(VBuf *b)
 {
     if (_PyBytes_Resize(&b->obj, b->len) < 0)
         return NULL;
@@ -104,8 +104,8 @@ open_header(Vx *v, Py_ssize_t start, Py_ssize_t hsize)
     return p;
 }
 
-static int
-finish_object(Vx *v, Py_ssize_t start, Py_ssize_t first, Py_ssize_t close_pos)
+int
+srl_vx_finish_object(Vx *v, Py_ssize_t start, Py_ssize_t first, Py_ssize_t close_pos)
 {
     Py_ssize_t n = v->nfields - first, size = v->val.len - start;
     VField *f = v->fields + first;
@@ -152,7 +152,7 @@ parse_object(Vx *v)
     skip_ws(v);
     if (v->pos < v->len && v->s[v->pos] == '}') {
         v->pos++;
-        return finish_object(v, start, first, v->pos - 1);
+        return srl_vx_finish_object(v, start, first, v->pos - 1);
     }
     for (;;) {
         if (v->pos >= v->len || v->s[v->pos] != '"')
@@ -178,7 +178,7 @@ parse_object(Vx *v)
         uint8_t c = v->pos < v->len ? v->s[v->pos] : 0;
         if (c == '}') {
             v->pos++;
-            return finish_object(v, start, first, v->pos - 1);
+            return srl_vx_finish_object(v, start, first, v->pos - 1);
         }
         if (c != ',')
             return srl_vx_fail(v, v->pos, "expected ',' or '}'");
@@ -187,8 +187,8 @@ parse_object(Vx *v)
     }
 }
 
-static int
-finish_array(Vx *v, Py_ssize_t start, Py_ssize_t first)
+int
+srl_vx_finish_array(Vx *v, Py_ssize_t start, Py_ssize_t first)
 {
     Py_ssize_t n = v->nelems - first, size = v->val.len - start;
     int large = n > 255, off_size = int_size(size);
@@ -214,7 +214,7 @@ parse_array(Vx *v)
     skip_ws(v);
     if (v->pos < v->len && v->s[v->pos] == ']') {
         v->pos++;
-        return finish_array(v, start, first);
+        return srl_vx_finish_array(v, start, first);
     }
     for (;;) {
         if (srl_vx_grow((void **)&v->elems, &v->elems_cap, v->nelems + 1, sizeof *v->elems) < 0)
@@ -226,7 +226,7 @@ parse_array(Vx *v)
         uint8_t c = v->pos < v->len ? v->s[v->pos] : 0;
         if (c == ']') {
             v->pos++;
-            return finish_array(v, start, first);
+            return srl_vx_finish_array(v, start, first);
         }
         if (c != ',')
             return srl_vx_fail(v, v->pos, "expected ',' or ']'");
@@ -285,24 +285,75 @@ put_metadata(Vx *v, VBuf *meta)
     return 0;
 }
 
-static int
-one_text(Vx *v, VBuf *meta)
+void
+srl_vx_begin_row(Vx *v)
 {
-    Py_ssize_t start = v->val.len;
     v->pos = 0;
     v->depth = 0;
     v->nkeys = 0;
     v->keys.len = 0;
     v->key_off[0] = 0;
     memset(v->table, 0, (size_t)v->table_cap * sizeof *v->table);
+}
+
+int
+srl_vx_end_row(Vx *v, VBuf *meta, Py_ssize_t start)
+{
+    if (v->val.len - start > VX_SIZE_LIMIT)
+        return srl_vx_fail(v, v->len, "variant value larger than 128 MiB");
+    return put_metadata(v, meta);
+}
+
+static int
+one_text(Vx *v, VBuf *meta)
+{
+    Py_ssize_t start = v->val.len;
+    srl_vx_begin_row(v);
     if (parse_value(v) < 0)
         return -1;
     skip_ws(v);
     if (v->pos != v->len)
         return srl_vx_fail(v, v->pos, "trailing characters");
-    if (v->val.len - start > VX_SIZE_LIMIT)
-        return srl_vx_fail(v, v->len, "variant value larger than 128 MiB");
-    return put_metadata(v, meta);
+    return srl_vx_end_row(v, meta, start);
+}
+
+int
+srl_vx_open(Vx *v, VBuf *meta, Py_ssize_t guess, int max_depth)
+{
+    v->max_depth = max_depth;
+    v->table = PyMem_Calloc(64, sizeof *v->table);
+    v->table_cap = 64;
+    if (v->table == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    if (vbuf_init(&v->val, guess) < 0 || vbuf_init(meta, guess / 2) < 0 ||
+        srl_buf_init(&v->keys, 256) < 0 || srl_buf_init(&v->str, 256) < 0 ||
+        srl_vx_grow((void **)&v->key_hash, &v->keys_cap, 64, sizeof *v->key_hash) < 0)
+        return -1;
+    v->key_off = PyMem_Malloc((size_t)v->keys_cap * sizeof *v->key_off);
+    v->key_pfx = PyMem_Malloc((size_t)v->keys_cap * sizeof *v->key_pfx);
+    if (v->key_off == NULL || v->key_pfx == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    return 0;
+}
+
+void
+srl_vx_close(Vx *v, VBuf *meta)
+{
+    Py_XDECREF(v->val.obj);
+    Py_XDECREF(meta->obj);
+    srl_buf_free(&v->keys);
+    srl_buf_free(&v->str);
+    PyMem_Free(v->key_off);
+    PyMem_Free(v->key_hash);
+    PyMem_Free(v->table);
+    PyMem_Free(v->fields);
+    PyMem_Free(v->tmp);
+    PyMem_Free(v->elems);
+    PyMem_Free(v->key_pfx);
 }
 
 PyObject *
@@ -339,31 +390,15 @@ srl_py_json_to_variant(PyObject *self, PyObject *args, PyObject *kwargs)
                      max_depth);
         goto done;
     }
-    v.max_depth = max_depth;
     voff_obj = PyBytes_FromStringAndSize(NULL, (n + 1) * (Py_ssize_t)sizeof(int32_t));
     moff_obj = PyBytes_FromStringAndSize(NULL, (n + 1) * (Py_ssize_t)sizeof(int32_t));
     if (voff_obj == NULL || moff_obj == NULL)
         goto done;
     voff = (int32_t *)PyBytes_AS_STRING(voff_obj);
     moff = (int32_t *)PyBytes_AS_STRING(moff_obj);
-    v.table = PyMem_Calloc(64, sizeof *v.table);
-    v.table_cap = 64;
-    if (v.table == NULL) {
-        PyErr_NoMemory();
-        goto done;
-    }
     /* Realistic events: values ~60 % and metadata ~35 % of their JSON text. */
-    Py_ssize_t guess = text.len > 64 ? text.len : 64;
-    if (vbuf_init(&v.val, guess) < 0 || vbuf_init(&meta, guess / 2) < 0 ||
-        srl_buf_init(&v.keys, 256) < 0 || srl_buf_init(&v.str, 256) < 0 ||
-        srl_vx_grow((void **)&v.key_hash, &v.keys_cap, 64, sizeof *v.key_hash) < 0)
+    if (srl_vx_open(&v, &meta, text.len > 64 ? text.len : 64, max_depth) < 0)
         goto done;
-    v.key_off = PyMem_Malloc((size_t)v.keys_cap * sizeof *v.key_off);
-    v.key_pfx = PyMem_Malloc((size_t)v.keys_cap * sizeof *v.key_pfx);
-    if (v.key_off == NULL || v.key_pfx == NULL) {
-        PyErr_NoMemory();
-        goto done;
-    }
     voff[0] = moff[0] = 0;
     for (Py_ssize_t i = 0; i < n; i++) {
         v.row = i;
@@ -378,7 +413,7 @@ srl_py_json_to_variant(PyObject *self, PyObject *args, PyObject *kwargs)
         voff[i + 1] = (int32_t)v.val.len;
         moff[i + 1] = (int32_t)meta.len;
     }
-    PyObject *values = vbuf_finish(&v.val), *metadata = vbuf_finish(&meta);
+    PyObject *values = srl_vx_vbuf_finish(&v.val), *metadata = srl_vx_vbuf_finish(&meta);
     if (values != NULL && metadata != NULL)
         result = PyTuple_Pack(4, values, voff_obj, metadata, moff_obj);
     Py_XDECREF(values);
@@ -386,18 +421,8 @@ srl_py_json_to_variant(PyObject *self, PyObject *args, PyObject *kwargs)
 done:
     PyBuffer_Release(&text);
     PyBuffer_Release(&offs);
-    Py_XDECREF(v.val.obj);
-    Py_XDECREF(meta.obj);
     Py_XDECREF(voff_obj);
     Py_XDECREF(moff_obj);
-    srl_buf_free(&v.keys);
-    srl_buf_free(&v.str);
-    PyMem_Free(v.key_off);
-    PyMem_Free(v.key_hash);
-    PyMem_Free(v.table);
-    PyMem_Free(v.fields);
-    PyMem_Free(v.tmp);
-    PyMem_Free(v.elems);
-    PyMem_Free(v.key_pfx);
+    srl_vx_close(&v, &meta);
     return result;
 }

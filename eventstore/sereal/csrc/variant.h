@@ -51,6 +51,23 @@ PyObject *srl_py_json_to_variant(PyObject *self, PyObject *args, PyObject *kwarg
 int srl_vx_fail(Vx *v, Py_ssize_t pos, const char *what); /* ValueError; returns -1 */
 int srl_vx_grow(void **items, Py_ssize_t *cap, Py_ssize_t need, size_t size);
 int srl_vx_vbuf_grow(VBuf *b, Py_ssize_t n);
+/* The pieces the direct Sereal walker (variant_sereal.c) shares with the JSON parser:
+ * setting up and freeing a Vx and the metadata buffer (open: values and metadata
+ * presized from `guess` bytes), a row's start and end (value size check, metadata
+ * dictionary written), containers closed (fields sorted, header put in front), the
+ * finished buffer as its bytes object. */
+int srl_vx_open(Vx *v, VBuf *meta, Py_ssize_t guess, int max_depth);
+void srl_vx_close(Vx *v, VBuf *meta);
+void srl_vx_begin_row(Vx *v);
+int srl_vx_end_row(Vx *v, VBuf *meta, Py_ssize_t start);
+int srl_vx_finish_object(Vx *v, Py_ssize_t start, Py_ssize_t first, Py_ssize_t close_pos);
+int srl_vx_finish_array(Vx *v, Py_ssize_t start, Py_ssize_t first);
+PyObject *srl_vx_vbuf_finish(VBuf *b);
+
+/* variant_sereal.c: array_to_variant_packed(data, pos, end, base, binary, max_depth)
+ * -> the four buffers of json_to_variant_packed, or None where the JSON path must
+ * answer (see there). */
+PyObject *srl_py_array_to_variant(PyObject *self, PyObject *args, PyObject *kwargs);
 
 /* variant_scalar.c: each returns 0 (-1 on error) unless said otherwise */
 int srl_vx_parse_string(Vx *v, const uint8_t **out, Py_ssize_t *n);
@@ -59,6 +76,7 @@ Py_ssize_t srl_vx_key_id(Vx *v, const uint8_t *s, Py_ssize_t n); /* the id, or -
 void srl_vx_sort_fields(const Vx *v, VField *f, VField *tmp, Py_ssize_t n);
 int srl_vx_parse_number(Vx *v);
 int srl_vx_literal(Vx *v, const char *word, int type);
+int srl_vx_put_primitive(Vx *v, int type, uint64_t bits, int n); /* type << 2, n LE bytes */
 
 static inline int
 vbuf_reserve(VBuf *b, Py_ssize_t n)

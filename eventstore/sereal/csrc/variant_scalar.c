@@ -323,8 +323,8 @@ srl_vx_sort_fields(const Vx *v, VField *f, VField *tmp, Py_ssize_t n)
 }
 
 
-static int
-put_primitive(Vx *v, int type, uint64_t bits, int n)
+int
+srl_vx_put_primitive(Vx *v, int type, uint64_t bits, int n)
 {
     if (vbuf_reserve(&v->val, 1 + n) < 0)
         return -1;
@@ -346,7 +346,7 @@ put_double(Vx *v, Py_ssize_t start)
         return -1;
     uint64_t bits;
     memcpy(&bits, &d, sizeof bits);
-    return put_primitive(v, 7, bits, 8);
+    return srl_vx_put_primitive(v, 7, bits, 8);
 }
 
 /* A number: an integer as the smallest of int8..int64; else (no exponent, at most 38
@@ -411,12 +411,12 @@ srl_vx_parse_number(Vx *v)
     if (scale == 0 && (u <= (unsigned __int128)INT64_MAX || (neg && u == (unsigned __int128)INT64_MAX + 1))) {
         int64_t x = neg ? (int64_t)(0 - (uint64_t)u) : (int64_t)u;
         if (x >= INT8_MIN && x <= INT8_MAX)
-            return put_primitive(v, 3, (uint64_t)x, 1);
+            return srl_vx_put_primitive(v, 3, (uint64_t)x, 1);
         if (x >= INT16_MIN && x <= INT16_MAX)
-            return put_primitive(v, 4, (uint64_t)x, 2);
+            return srl_vx_put_primitive(v, 4, (uint64_t)x, 2);
         if (x >= INT32_MIN && x <= INT32_MAX)
-            return put_primitive(v, 5, (uint64_t)x, 4);
-        return put_primitive(v, 6, (uint64_t)x, 8);
+            return srl_vx_put_primitive(v, 5, (uint64_t)x, 4);
+        return srl_vx_put_primitive(v, 6, (uint64_t)x, 8);
     }
     if (scale > 38)
         return put_double(v, start);
@@ -441,6 +441,6 @@ srl_vx_literal(Vx *v, const char *word, int type)
     if ((size_t)(v->len - v->pos) < n || memcmp(v->s + v->pos, word, n) != 0)
         return srl_vx_fail(v, v->pos, "expected a value");
     v->pos += (Py_ssize_t)n;
-    return put_primitive(v, type, 0, 0);
+    return srl_vx_put_primitive(v, type, 0, 0);
 }
 

@@ -2,6 +2,8 @@
 through every compiled walker: decode, projected decode, JSON lines, the splitter (its
 walk and its skip) and the joiner. A tag the table supports is read by each of them as
 the pure reference reads it; an unsupported one is UnknownTag at its own offset in each.
+The direct Sereal -> Variant walk gives the JSON path's Variants byte for byte, or
+leaves the body to that path (None) for the kinds it does not walk itself.
 So a tag added to the table (or a kind a walker forgets) fails here, whichever walker
 lags.
 
@@ -124,6 +126,9 @@ EXAMPLES: dict[str, Example] = {
     "UNSUPPORTED": _plain,
 }
 
+#: The kinds the direct Sereal -> Variant walk leaves to the JSON path (csrc/variant_sereal.c).
+VARIANT_VIA_JSON = {"REFP", "ALIAS", "OBJECT", "OBJECTV", "WEAKEN", "REGEXP", "UNSUPPORTED"}
+
 KIND_OF_BYTE = c_kind_of_byte()
 CASES = [
     pytest.param(byte | flag, KIND_OF_BYTE[byte], id=f"0x{byte | flag:02x}-{KIND_OF_BYTE[byte]}")
@@ -177,6 +182,14 @@ def test_each_walker_reads_the_tag_as_the_table_says(tag: int, kind: str) -> Non
         # the splitter's skip over every element before the last
         "skip": outcome(lambda: core.extract_array(body, 0, end, -1, body[2] - 1, body[2])),
     }
+    # The direct Sereal -> Variant walk: the JSON path's Variants, byte for byte, or None
+    # (that path answers) for the kinds it leaves to it.
+    direct = core.array_to_variant_packed(*args)
+    if kind in VARIANT_VIA_JSON:
+        assert direct is None
+    else:
+        text, offsets = core.array_to_json_packed(*args)
+        assert direct == core.json_to_variant_packed(text, offsets, DEPTH)
     if kind == "UNSUPPORTED":
         assert all(result == ("error", ("UnknownTag", at)) for result in walkers.values()), walkers
         with pytest.raises(UnknownTag):
