@@ -302,6 +302,11 @@ def split_blob(
         raise ValueError(f"compress must be one of {sorted(map(str, _COMPRESSION))}")
     data = bytes(verify_postfix(blob, key, required=False))
     layout, body, pos, base = _open_blob(data, max_decompressed_size)
+    if body is not data:
+        # Opened: only the header is needed now (the chunks keep its suffix). Holding
+        # the compressed input through the split cost the next split ~800 page faults
+        # (glibc trims the heap top the freed body leaves: +20% CPU on a zlib blob).
+        data = data[: layout.body_offset]
     end = len(body)
     try:
         bounds: list[int] = array_layout(body, pos, end, base)
