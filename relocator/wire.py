@@ -256,7 +256,9 @@ def event_verdict(doc: bytes, max_bytes: int) -> int:
     # of the type against the protocol: the decoder names that fault later).
     version, kind = doc[4] & 0x0F, doc[4] >> 4
     v3 = doc[:4] == tags.MAGIC_V3
-    if (not v3 and doc[:4] != tags.MAGIC_V1) or version not in _PROTOCOLS or v3 != (version >= 3):
+    if (not v3 and doc[:4] != tags.MAGIC_V1) or not 1 <= version <= _PROTOCOL_MAX:
+        return EV_UNREADABLE
+    if v3 != (version >= 3):
         return EV_UNREADABLE
     try:
         suffix, pos = read_varint(doc, 5, n)
@@ -275,7 +277,7 @@ def event_verdict(doc: bytes, max_bytes: int) -> int:
     return EV_TOO_LARGE if claim > max_bytes else EV_COMPRESSED
 
 
-_PROTOCOLS = tags.PROTOCOLS
+_PROTOCOL_MAX = tags.PROTOCOLS[-1]
 
 
 def _item_verdict(doc: bytes, pos: int) -> int:
