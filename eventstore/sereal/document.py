@@ -518,10 +518,21 @@ class Codec:
         binary: str = "utf8",
         max_depth: int = DEFAULT_MAX_DEPTH,
         max_decompressed_size: int = DEFAULT_MAX_DECOMPRESSED_SIZE,
+        via_json: bool = False,
     ) -> tuple[bytes, bytes, bytes, bytes]:
         """Each event of an array document as Spark's Variant binary encoding, exactly
         what ``parse_json`` makes of its :meth:`decode_json_packed` text (DESIGN.md,
         "Variant transcoding"), without Python values.
+
+        The compiled core walks the body straight to Variants (DESIGN.md, "Direct
+        walk"); a body it leaves alone (malformed, or holding references, objects,
+        weak references or regexps) takes the JSON path: the text, then ``parse_json``'s
+        rules, which is also the reference the direct walk is tested against, byte for
+        byte, and what the pure codec always does.
+
+        Args:
+            via_json: always take the JSON path (the reference; for tests and
+                comparisons).
 
         Returns:
             ``(values, value_offsets, metadata, metadata_offsets)``: the values back to
@@ -534,10 +545,14 @@ class Codec:
             Spark's ``parse_json`` refuses too (a key repeated in one hash) or whose
             Variant exceeds 128 MiB.
         """
-        text, offsets = self.decode_json_packed(
-            data, binary=binary, max_depth=max_depth, max_decompressed_size=max_decompressed_size
-        )
-        return self._backend.json_to_variant_packed(text, offsets, check_max_depth(max_depth))
+        args = self._json_args(data, binary, max_depth, max_decompressed_size)
+        direct = None if via_json else getattr(self._backend, "array_to_variant_packed", None)
+        if direct is not None:
+            result: tuple[bytes, bytes, bytes, bytes] | None = direct(*args)
+            if result is not None:
+                return result
+        text, offsets = self._backend.array_to_json_packed(*args)
+        return self._backend.json_to_variant_packed(text, offsets, args[-1])
 
     @staticmethod
     def _json_args(

@@ -46,7 +46,8 @@ def main(path: str) -> None:
         lambda: encode(events),
         lambda: sereal.decode(blob),
         lambda: sereal.decode_json_lines(blob),
-        lambda: sereal.decode_variant_packed(blob),
+        lambda: sereal.decode_variant_packed(blob),  # the direct walk
+        lambda: sereal.decode_variant_packed(blob, via_json=True),  # its reference
         # no compression of the parts: zstd's cost is not the walker's
         lambda: split_blob(blob, chunk_max_bytes=SPLIT_CHUNK_MAX_BYTES, compress=None),
         lambda: join_bodies(documents),

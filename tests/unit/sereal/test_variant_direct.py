@@ -20,6 +20,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from sereal_strategies import byte_strings, ints, keys, mutated, texts, values
 
+from eventstore import sereal
 from eventstore.sereal import tags
 from eventstore.sereal.errors import SerealError
 from eventstore.sereal.pure import encoder as pure_encoder
@@ -166,6 +167,9 @@ def test_realistic_events_direct_and_identical() -> None:
     for dedupe in (True, False):
         body = body_of(events, dedupe)
         assert check(body, plain=True) is not None
+    document = sereal.encode(events, compress="zstd")
+    got = sereal.decode_variant_packed(document)
+    assert got == sereal.decode_variant_packed(document, via_json=True)
 
 
 @settings(max_examples=200, deadline=None)
@@ -197,3 +201,16 @@ def test_copy_amplification_is_left_to_the_json_path() -> None:
     # the same walk under the cap is direct
     small = b"\x2b\x03" + long + b"\x2f\x03" * 2
     assert check(small, plain=True) is not None
+
+
+def test_public_errors_are_the_json_paths() -> None:
+    """A malformed document: decode_variant_packed raises exactly what the JSON path
+    raises (class and offset)."""
+    document = sereal.encode(generate_events(5))
+    broken = document[:-7]
+    with pytest.raises(SerealError) as direct:
+        sereal.decode_variant_packed(broken)
+    with pytest.raises(SerealError) as via_json:
+        sereal.decode_variant_packed(broken, via_json=True)
+    assert type(direct.value) is type(via_json.value)
+    assert direct.value.offset == via_json.value.offset
