@@ -4,7 +4,7 @@
 
 The child decodes the verified bytes with the union of its plugins' declared fields
 (``unpack_blob(fields=...)``: the decoder builds only those) and runs the plugin on
-them (``consumer_lib/forkserver_process.py``). One chunk of ``--events`` generated
+them (``substreams/forkserver_process.py``). One chunk of ``--events`` generated
 events of the plugin's type, ``--repeat`` runs each way; the medians of the child's own
 CPU figures (``Reply.decode.cpu_s``, the run's ``cpu_s``); results checked equal.
 

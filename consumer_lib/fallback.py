@@ -14,7 +14,7 @@ code in their own process: :func:`run_fallback` hands the decoded chunk to
 :func:`substreams.sandbox.run_substreams`, the very function the companion calls. Each
 plugin sees the events narrowed to the fields it declares (``@substream(fields=...)``;
 :func:`substreams.harness.run_projected` here, the server's child in
-:mod:`consumer_lib.forkserver_process`), as in the companion and in ``substream test``,
+:mod:`substreams.forkserver_process`), as in the companion and in ``substream test``,
 so a result is the same wherever it is computed, and a plugin reading a field it did not
 declare fails the same way everywhere. One
 forked child per chunk runs every plugin asked for, in turn; each run has the plugin's
