@@ -3,9 +3,12 @@
 A real companion (gunicorn, two workers) gets a stored chunk of ~8 KB whose body
 decompresses to 250 MB, beside a normal chunk. Every matching substream must get an
 ``error`` result whose text starts with ``too_large:`` (naming the key, the size and the
-cap), the normal chunk an ``ok`` one, and no worker's peak RSS (``VmHWM`` in
-/proc/<pid>/status) may grow by anything near the inflated size: a resource bound, not
-a timing.
+cap: the size was refused from the header, before anything was decompressed; a child
+that had tried would have hit the sandbox's memory limit and given another error), the
+normal chunk an ``ok`` one, and no worker's peak RSS (``VmHWM`` in /proc/<pid>/status)
+may grow by anything near the inflated size: a resource bound, not a timing. (The
+decode runs in the children of each worker's fork server; the RSS check keeps any
+decode out of the workers.)
 
 The same for a chunk whose body is within the byte cap but made of 16 million empty
 hashes (1 byte each, ~72 bytes each decoded: over 1 GB): the decoder's object budget
