@@ -73,6 +73,7 @@ PyObject *srl_py_array_to_variant(PyObject *self, PyObject *args, PyObject *kwar
 int srl_vx_parse_string(Vx *v, const uint8_t **out, Py_ssize_t *n);
 int srl_vx_put_string(Vx *v, const uint8_t *s, Py_ssize_t n);
 Py_ssize_t srl_vx_key_id(Vx *v, const uint8_t *s, Py_ssize_t n); /* the id, or -1 */
+int srl_vx_rehash(Vx *v, Py_ssize_t cap); /* the table anew (cap slots) for ids < nkeys */
 void srl_vx_sort_fields(const Vx *v, VField *f, VField *tmp, Py_ssize_t n);
 int srl_vx_parse_number(Vx *v);
 int srl_vx_literal(Vx *v, const char *word, int type);

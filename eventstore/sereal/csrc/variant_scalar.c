@@ -219,8 +219,8 @@ key_hash(const uint8_t *s, Py_ssize_t n)
     return (h & ~1u) | high;
 }
 
-static int
-rehash(Vx *v, Py_ssize_t cap)
+int
+srl_vx_rehash(Vx *v, Py_ssize_t cap)
 {
     int32_t *table = PyMem_Calloc((size_t)cap, sizeof *table);
     if (table == NULL) {
@@ -271,7 +271,7 @@ srl_vx_key_id(Vx *v, const uint8_t *s, Py_ssize_t n)
     v->key_pfx[id] = pfx;
     v->key_off[id + 1] = (int32_t)v->keys.len;
     v->table[i] = (int32_t)id + 1;
-    if (2 * v->nkeys > v->table_cap && rehash(v, 2 * v->table_cap) < 0)
+    if (2 * v->nkeys > v->table_cap && srl_vx_rehash(v, 2 * v->table_cap) < 0)
         return -1;
     return id;
 }

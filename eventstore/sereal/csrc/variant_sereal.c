@@ -36,6 +36,12 @@ typedef struct {
     uint8_t *tag_starts;
     SrlBuf scratch; /* one scalar's JSON text, read back by the JSON parser */
     Py_ssize_t json_ub, json_cap; /* an upper bound of the JSON text's length; its cap */
+    /* The previous row's dictionary as a template (see sv_key_id): its first `tmpl`
+     * keys, ids 0..tmpl-1, are still in v.keys / key_off / key_hash / key_pfx, and
+     * key_src[id] is the string tag each was read from; the hash table holds ids
+     * 0..table_n-1 (table_n >= tmpl) and nothing else. */
+    Py_ssize_t *key_src;
+    Py_ssize_t key_src_cap, tmpl, table_n;
 } Sv;
 
 /* -1: the JSON path must answer (an exception may be set: only MemoryError is kept). */
@@ -46,6 +52,16 @@ sv_mark(Sv *s, Py_ssize_t p)
 {
     srl_bit_set(s->tag_starts, p - s->start);
 }
+
+/* 1 for a byte that stands for itself in a JSON string (json_text.c's `special`). */
+static const uint8_t sv_plain_byte[256] = {
+#define P16 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1
+    [0x20] = 1, 1, 0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, /* '"' */
+    P16, P16,
+    [0x50] = 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 1, 1, 1, /* '\\' */
+    P16, P16,
+#undef P16
+};
 
 /* Whether s[0:n] is plain ASCII: no control character, '"', '\\' or high bit, so its
  * JSON string is the bytes themselves between quotes (json_text.c's `special`). */
@@ -63,7 +79,7 @@ sv_plain(const uint8_t *p, Py_ssize_t n)
             return 0;
     }
     for (; i < n; i++)
-        if (p[i] < 0x20 || p[i] >= 0x80 || p[i] == '"' || p[i] == '\\')
+        if (!sv_plain_byte[p[i]])
             return 0;
     return 1;
 }
@@ -77,33 +93,29 @@ sv_parse_scratch(Sv *s)
     s->v.len = s->scratch.len;
 }
 
-/* The string payload p[0:n] of a string tag in a role: its Variant value (is_key 0) or
- * key id (*id, is_key 1). The JSON writer's choice per role is json_scalar.c's
- * srl_jx_put_string_json. */
+/* The Variant bytes of the string payload p[0:n] of a string tag in a role (*p, *n
+ * replaced): the JSON writer's choice per role is json_scalar.c's
+ * srl_jx_put_string_json; plain ASCII is its own JSON content. */
 static int
-sv_text(Sv *s, uint8_t tag, const uint8_t *p, Py_ssize_t n, int is_key, Py_ssize_t *id)
+sv_content(Sv *s, uint8_t tag, const uint8_t **p, Py_ssize_t *n, int is_key)
 {
     int latin1 = tag != SRL_STR_UTF8 && s->binary == SRL_BINARY_LATIN1;
     int base64 = tag != SRL_STR_UTF8 && s->binary == SRL_BINARY_BYTES && !is_key;
-    s->json_ub += 6 * n + 3; /* each byte escaped at worst, quotes, ':' or ',' */
+    s->json_ub += 6 * *n + 3; /* each byte escaped at worst, quotes, ':' or ',' */
     if (s->json_ub > s->json_cap)
         return SV_FALLBACK;
-    if (base64 || !sv_plain(p, n)) {
+    if (base64 || !sv_plain(*p, *n)) {
         s->scratch.len = 0;
-        int rc = base64   ? srl_json_put_base64(&s->scratch, p, n)
-                 : latin1 ? srl_json_put_latin1(&s->scratch, p, n)
-                          : srl_json_put_utf8(&s->scratch, p, n);
+        int rc = base64   ? srl_json_put_base64(&s->scratch, *p, *n)
+                 : latin1 ? srl_json_put_latin1(&s->scratch, *p, *n)
+                          : srl_json_put_utf8(&s->scratch, *p, *n);
         if (rc < 0)
             return SV_FALLBACK;
         sv_parse_scratch(s);
-        if (srl_vx_parse_string(&s->v, &p, &n) < 0)
+        if (srl_vx_parse_string(&s->v, p, n) < 0)
             return SV_FALLBACK;
     }
-    if (is_key) {
-        *id = srl_vx_key_id(&s->v, p, n);
-        return *id < 0 ? SV_FALLBACK : 0;
-    }
-    return srl_vx_put_string(&s->v, p, n) < 0 ? SV_FALLBACK : 0;
+    return 0;
 }
 
 /* The payload of the string tag at tagpos, checked as json_scalar.c's. */
@@ -128,22 +140,98 @@ sv_payload(Sv *s, Py_ssize_t tagpos, const uint8_t **p, Py_ssize_t *n, Py_ssize_
     return 0;
 }
 
-/* A string tag at tagpos (*pos set past it). */
+/* The string tag at tagpos as a value (*pos set past it). */
 static inline int
-sv_string(Sv *s, Py_ssize_t tagpos, Py_ssize_t *pos, int is_key, Py_ssize_t *id)
+sv_string(Sv *s, Py_ssize_t tagpos, Py_ssize_t *pos)
 {
     const uint8_t *p;
     Py_ssize_t n;
-    if (sv_payload(s, tagpos, &p, &n, pos) < 0)
+    if (sv_payload(s, tagpos, &p, &n, pos) < 0 ||
+        sv_content(s, s->data[tagpos] & 0x7f, &p, &n, 0) < 0)
         return SV_FALLBACK;
-    return sv_text(s, s->data[tagpos] & 0x7f, p, n, is_key, id);
+    return srl_vx_put_string(&s->v, p, n) < 0 ? SV_FALLBACK : 0;
 }
 
-/* A COPY at tagpos: a string tag read earlier in this body (json_scalar.c's check). */
+/* Put the table in step with the row's dictionary (ids 0..nkeys-1 only), before the
+ * JSON parser's srl_vx_key_id looks a key up or adds one. */
 static int
-sv_copy(Sv *s, Py_ssize_t tagpos, Py_ssize_t *pos, int is_key, Py_ssize_t *id)
+sv_sync_table(Sv *s)
 {
-    Py_ssize_t p = tagpos + 1, after;
+    Vx *v = &s->v;
+    s->tmpl = 0;
+    v->keys.len = v->key_off[v->nkeys];
+    if (s->table_n != v->nkeys) {
+        if (srl_vx_rehash(v, v->table_cap) < 0)
+            return SV_FALLBACK;
+        s->table_n = v->nkeys;
+    }
+    return 0;
+}
+
+/* The id in the row's dictionary of the key read from the string tag at src, whose
+ * Variant bytes are p[0:n]; added if new. Rows of one stream mostly have the keys of
+ * the row before, in the same order: while this row's new keys are the template's
+ * next ones, they take the template's ids without hashing (the bytes, and so the
+ * dictionary, are the ones srl_vx_key_id would have built: keys in order of first
+ * appearance). Another key ends the template for the row: the dictionary is cut to
+ * this row's keys and srl_vx_key_id goes on. */
+static int
+sv_key_id(Sv *s, Py_ssize_t src, const uint8_t *p, Py_ssize_t n, Py_ssize_t *id)
+{
+    Vx *v = &s->v;
+    Py_ssize_t k = v->nkeys;
+    if (k < s->tmpl) {
+        Py_ssize_t a = v->key_off[k];
+        if (v->key_off[k + 1] - a == n && memcmp(v->keys.data + a, p, (size_t)n) == 0) {
+            s->key_src[k] = src;
+            v->nkeys = k + 1;
+            *id = k;
+            return 0;
+        }
+    }
+    if (sv_sync_table(s) < 0 || (*id = srl_vx_key_id(v, p, n)) < 0)
+        return SV_FALLBACK;
+    s->table_n = v->nkeys;
+    if (*id == k) { /* new */
+        if (srl_vx_grow((void **)&s->key_src, &s->key_src_cap, k + 1, sizeof *s->key_src) < 0)
+            return SV_FALLBACK;
+        s->key_src[k] = src;
+    }
+    return 0;
+}
+
+/* The key whose string tag is at src (after: past the key's own tag). */
+static int
+sv_key_at(Sv *s, Py_ssize_t src, Py_ssize_t *after, Py_ssize_t *id)
+{
+    Vx *v = &s->v;
+    Py_ssize_t k = v->nkeys, end;
+    const uint8_t *p;
+    Py_ssize_t n;
+    if (sv_payload(s, src, &p, &n, &end) < 0)
+        return SV_FALLBACK;
+    if (after != NULL)
+        *after = end;
+    if (k < s->tmpl && s->key_src[k] == src) {
+        /* the template's next key, read from the very same string: nothing to read */
+        s->json_ub += 6 * (v->key_off[k + 1] - v->key_off[k]) + 3; /* >= its raw bytes */
+        if (s->json_ub > s->json_cap)
+            return SV_FALLBACK;
+        v->nkeys = k + 1;
+        *id = k;
+        return 0;
+    }
+    if (sv_content(s, s->data[src] & 0x7f, &p, &n, 1) < 0)
+        return SV_FALLBACK;
+    return sv_key_id(s, src, p, n, id);
+}
+
+/* The target of the COPY at tagpos: a string tag read earlier in this body
+ * (json_scalar.c's check); -1 if not. *pos past the COPY. */
+static Py_ssize_t
+sv_copy_target(Sv *s, Py_ssize_t tagpos, Py_ssize_t *pos)
+{
+    Py_ssize_t p = tagpos + 1;
     uint64_t o;
     if (srl_varint(s->data, s->end, &p, &o) != SRL_VARINT_OK)
         return SV_FALLBACK;
@@ -152,7 +240,7 @@ sv_copy(Sv *s, Py_ssize_t tagpos, Py_ssize_t *pos, int is_key, Py_ssize_t *id)
         !srl_is_string_tag(s->data[target] & 0x7f))
         return SV_FALLBACK;
     *pos = p;
-    return sv_string(s, target, &after, is_key, id);
+    return target;
 }
 
 /* A key at *pos (after PADs): a string tag or a COPY of one. */
@@ -165,10 +253,11 @@ sv_key(Sv *s, Py_ssize_t *pos, Py_ssize_t *id)
     sv_mark(s, tagpos);
     uint8_t tag = s->data[tagpos] & 0x7f;
     if (srl_is_string_tag(tag))
-        return sv_string(s, tagpos, pos, 1, id);
-    if (tag == SRL_COPY)
-        return sv_copy(s, tagpos, pos, 1, id);
-    return SV_FALLBACK;
+        return sv_key_at(s, tagpos, pos, id);
+    Py_ssize_t target;
+    if (tag != SRL_COPY || (target = sv_copy_target(s, tagpos, pos)) < 0)
+        return SV_FALLBACK;
+    return sv_key_at(s, target, NULL, id);
 }
 
 /* An integer as parse_json reads its decimal text: the smallest of int8..int64. */
@@ -322,7 +411,7 @@ sv_item(Sv *s, Py_ssize_t *pos)
 {
     if (srl_body_skip_pad(s->data, s->end, pos) < 0)
         return SV_FALLBACK;
-    Py_ssize_t tagpos = *pos, id;
+    Py_ssize_t tagpos = *pos, target, after;
     sv_mark(s, tagpos);
     uint8_t tag = s->data[tagpos] & 0x7f;
     SrlKind kind = srl_tag_kind(tag);
@@ -330,16 +419,16 @@ sv_item(Sv *s, Py_ssize_t *pos)
     *pos = tagpos + 1;
     /* The commonest first, as json.c orders them. */
     if (tag >= SRL_SHORT_BINARY_LOW)
-        return sv_string(s, tagpos, pos, 0, &id);
+        return sv_string(s, tagpos, pos);
     if (tag == SRL_COPY)
-        return sv_copy(s, tagpos, pos, 0, &id);
+        return (target = sv_copy_target(s, tagpos, pos)) < 0 ? SV_FALLBACK : sv_string(s, target, &after);
     switch (kind) {
     case SRL_K_SHORT_BINARY:
     case SRL_K_BINARY:
     case SRL_K_STR_UTF8:
-        return sv_string(s, tagpos, pos, 0, &id);
+        return sv_string(s, tagpos, pos);
     case SRL_K_COPY:
-        return sv_copy(s, tagpos, pos, 0, &id);
+        return (target = sv_copy_target(s, tagpos, pos)) < 0 ? SV_FALLBACK : sv_string(s, target, &after);
     case SRL_K_POS:
     case SRL_K_NEG:
     case SRL_K_VARINT:
@@ -444,8 +533,12 @@ sv_rows(Sv *s, Py_ssize_t *pos, VBuf *meta, PyObject **voff_obj, PyObject **moff
     for (Py_ssize_t i = 0; i < (Py_ssize_t)n; i++) {
         Py_ssize_t start = s->v.val.len;
         s->v.row = i;
-        srl_vx_begin_row(&s->v);
-        if (sv_item(s, &p) < 0 || srl_vx_end_row(&s->v, meta, start) < 0)
+        s->tmpl = s->v.nkeys; /* the row before's dictionary, see sv_key_id */
+        s->v.nkeys = 0;
+        if (sv_item(s, &p) < 0)
+            return SV_FALLBACK;
+        s->v.keys.len = s->v.key_off[s->v.nkeys];
+        if (srl_vx_end_row(&s->v, meta, start) < 0)
             return SV_FALLBACK;
         if (s->v.val.len > INT32_MAX || meta->len > INT32_MAX)
             return SV_FALLBACK;
@@ -496,6 +589,7 @@ srl_py_array_to_variant(PyObject *self, PyObject *args, PyObject *kwargs)
     Py_ssize_t guess = 2 * (end - pos) > 64 ? 2 * (end - pos) : 64;
     if (srl_vx_open(&s.v, &meta, guess, max_depth) < 0 || srl_buf_init(&s.scratch, 64) < 0)
         goto done;
+    s.v.key_off[0] = 0;
     Py_ssize_t p = pos;
     if (sv_rows(&s, &p, &meta, &voff, &moff) == 0) {
         PyObject *values = srl_vx_vbuf_finish(&s.v.val), *metadata = srl_vx_vbuf_finish(&meta);
@@ -515,5 +609,6 @@ done:
     srl_vx_close(&s.v, &meta);
     srl_buf_free(&s.scratch);
     PyMem_Free(s.tag_starts);
+    PyMem_Free(s.key_src);
     return result;
 }

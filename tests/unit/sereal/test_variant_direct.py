@@ -162,6 +162,28 @@ def test_depth_limits_identical(value: Any, max_depth: int) -> None:
     check(body_of([value]), tags.BINARY_UTF8, max_depth, plain=True)
 
 
+#: Rows whose keys repeat from row to row, in other orders, subsets and nestings: the
+#: direct walk's key template (a row's keys taken from the row before's dictionary
+#: while they come in its order) must hit, break and shrink as the JSON path's
+#: per-row dictionaries say.
+row_keys = st.sampled_from(["a", "b", "c", "host", "é", "\x00k", "\ue000", "\U0001f600"])
+rows = st.lists(
+    st.dictionaries(
+        row_keys,
+        st.one_of(st.integers(0, 3), st.dictionaries(row_keys, st.integers(0, 3), max_size=3)),
+        max_size=5,
+    ),
+    min_size=2,
+    max_size=12,
+)
+
+
+@SETTINGS
+@given(rows, st.booleans(), st.sampled_from(MODES))
+def test_rows_sharing_keys_identical(value: list[Any], dedupe: bool, binary: int) -> None:
+    assert check(body_of(value, dedupe), binary, plain=True) is not None
+
+
 def test_realistic_events_direct_and_identical() -> None:
     events = generate_events(3000)
     for dedupe in (True, False):
