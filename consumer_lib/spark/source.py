@@ -11,8 +11,8 @@ API; :mod:`consumer_lib.spark.datasource` hands it out).
 Rows: ``epoch, dc, type, subtype, chunk, event``, one per event; ``event`` is the event
 as VARIANT (users query ``event:user.country::string``), made by the compiled Sereal core
 straight from the stored bytes without a Python object per event
-(``eventstore.sereal.decode_variant_packed``: Sereal to JSON text to Variant's binary
-encoding, byte for byte what ``parse_json`` makes of that text) and handed to Spark as
+(``eventstore.sereal.decode_variant_packed``: Sereal straight to Variant's binary
+encoding, byte for byte what ``parse_json`` makes of the event's JSON text) and handed to Spark as
 Arrow batches (a struct of ``value`` and ``metadata`` binaries, the shape pyspark maps to
 VARIANT). With ``event=json`` the last column is ``event_json`` instead: the compact JSON
 text (``decode_json_packed``).
