@@ -230,8 +230,8 @@ class Sealer:
         """The spool blob itself as the one chunk, when it already is one: it fits
         ``chunk_max_bytes`` with our postfix, it is a protocol 4+ document in a format
         every reader takes (a type the encoder writes: ``compression.DOC_TYPES``) and
-        its body is an array. Its
-        bytes are kept (plus the checksum postfix): nothing decoded, nothing re-encoded.
+        its body is an array. Its bytes are kept (plus the checksum postfix): nothing
+        decoded, nothing re-encoded.
         Booking's aggregators write most per-epoch blobs under 500 KB, so this is the
         common case of the spool path.
         """
