@@ -23,7 +23,7 @@ import resource
 import sys
 import time
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -44,7 +44,23 @@ __all__ = [
     "hostile_plugins",
     "process_alive",
     "start_stack",
+    "wait_for",
 ]
+
+
+def wait_for(condition: Callable[[], Any], timeout_s: float = 30.0) -> Any:
+    """Poll ``condition`` every 50 ms until it returns something true, and return that.
+
+    Raises:
+        AssertionError: still false after ``timeout_s`` seconds.
+    """
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        value = condition()
+        if value:
+            return value
+        time.sleep(0.05)
+    raise AssertionError(f"condition not met within {timeout_s}s")
 
 
 class CompanionProcess(ServerProcess):

@@ -33,6 +33,7 @@ from consumer_lib import EventsClient
 from eventstore.cluster import topology as topo
 from eventstore.cluster.engine import PROJECT_LABEL, Cluster, connect
 from eventstore.cluster.images import Builder
+from eventstore.riak import RiakClient
 from relocator.producer import TcpEmitter
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(1500)]
@@ -153,6 +154,17 @@ def _wait_for(what: str, check: Any, timeout_s: float = 90.0) -> Any:
         time.sleep(1.0)
 
 
+def _evidence(cluster: Cluster, served: Counter[str]) -> str:
+    """What a failed gap check saw: the counts, companion2's state, the hook's counters."""
+    host, port = _address(cluster, "devnode", "8098/tcp")
+    riak = RiakClient([f"http://{host}:{port}"])
+    try:
+        hook = {k: v for k, v in riak.stats().items() if k.startswith("devnode_hook_")}
+    finally:
+        riak.close()
+    return f"served {dict(served)}; companion2: {cluster.check('companion2')}; hook {hook}"
+
+
 def _served(
     client: EventsClient, start: int, end: int, fallback: Literal["auto", "off"]
 ) -> Counter[str]:
@@ -246,7 +258,7 @@ def test_a_killed_companion_leaves_gaps_the_consumer_fills_and_the_auditor_repai
             )
             time.sleep(3)  # the hook's posts to the other companions have been answered
             gaps = _served(client, start, end, "off")
-            assert gaps["gap"] > 0 and gaps["server"] > 0, gaps
+            assert gaps["gap"] > 0 and gaps["server"] > 0, _evidence(cluster, gaps)
             filled = _served(client, start, end, "auto")
             assert filled["fallback"] == gaps["gap"] and "gap" not in filled, filled
             everything = sum(1 for dc in DCS for _ in client.events(dc, start - 5, end + 30))

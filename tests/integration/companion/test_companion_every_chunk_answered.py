@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 
-from companion.testing import Stack, children_of, forks_refused
+from companion.testing import Stack, children_of, forks_refused, wait_for
 from eventstore import sereal
 from eventstore.blob import add_postfix, pack_blob
 from eventstore.sereal.projection import project_events
@@ -91,16 +91,6 @@ def nested(events, ctx):
 def whole(events, ctx):
     return [sorted(e) for e in events]
 """
-
-
-def wait_for(condition: Callable[[], Any], timeout_s: float = 20.0) -> Any:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        value = condition()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError(f"condition not met within {timeout_s}s")
 
 
 def chunks(n: int) -> dict[tuple[str, str, int], list[dict[str, Any]]]:

@@ -8,14 +8,12 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from companion.testing import Stack, children_of, process_alive
+from companion.testing import Stack, children_of, process_alive, wait_for
 from eventstore.names import ChunkKey
 
 pytestmark = pytest.mark.integration
@@ -37,16 +35,6 @@ def sleepy(events, ctx):
 
 
 COMPANION = {"workers": 1, "threads": 1, "quarantine": False, "timeout_cap_s": 60.0}
-
-
-def wait_for(condition: Callable[[], Any], timeout_s: float = 20.0) -> Any:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        value = condition()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError(f"condition not met within {timeout_s}s")
 
 
 def sleeping_child(stack: Stack, epoch: int) -> tuple[int, int, int, ChunkKey]:

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from companion.testing import Stack
+from companion.testing import Stack, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -36,16 +36,6 @@ def plugin(version_text: str) -> str:
         "@substream(name='versioned')\n"
         f"def versioned(events, ctx):\n    return {version_text!r}\n"
     )
-
-
-def wait_for(condition: Callable[[], Any], timeout_s: float = 20.0) -> Any:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        value = condition()
-        if value:
-            return value
-        time.sleep(0.1)
-    raise AssertionError(f"condition not met within {timeout_s}s")
 
 
 def worker_snapshots(stack: Stack) -> list[dict[str, Any]]:

@@ -11,14 +11,13 @@ import http.client
 import json
 import subprocess
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from companion.testing import Stack
+from companion.testing import Stack, wait_for
 from substreams.api import version_of
 
 pytestmark = pytest.mark.integration
@@ -44,16 +43,6 @@ def cli(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [riak_events, *args], capture_output=True, text=True, timeout=60, check=False
     )
-
-
-def wait_for(predicate: Callable[[], Any], timeout_s: float = 30.0) -> Any:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.1)
-    raise AssertionError("condition not met in time")
 
 
 def get(stack: Stack, path: str, source: str = STATUS_PEER) -> tuple[int, bytes]:

@@ -6,14 +6,13 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from companion.testing import Stack
+from companion.testing import Stack, wait_for
 from substreams.api import version_of
 
 pytestmark = pytest.mark.integration
@@ -28,16 +27,6 @@ def plugin(name: str, body: str = "return len(events)") -> str:
         f"def {name}(events, ctx):\n"
         f"    {body}\n"
     )
-
-
-def wait_for(predicate: Callable[[], Any], timeout_s: float = 15.0) -> Any:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.1)
-    raise AssertionError("condition not met in time")
 
 
 def test_hot_reload_adds_replaces_and_reports_broken_plugins(

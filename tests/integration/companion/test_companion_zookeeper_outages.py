@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -20,20 +19,10 @@ from typing import Any
 import pytest
 from kazoo.client import KazooClient
 
-from companion.testing import NODE, Stack
+from companion.testing import NODE, Stack, wait_for
 from relocator.testing import ZooKeeperProcess
 
 pytestmark = pytest.mark.integration
-
-
-def wait_for(condition: Callable[[], Any], timeout_s: float = 30.0) -> Any:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        value = condition()
-        if value:
-            return value
-        time.sleep(0.1)
-    raise AssertionError(f"condition not met within {timeout_s}s")
 
 
 @pytest.fixture
