@@ -393,12 +393,22 @@ def substream_target(
 
     def target() -> bytes:
         mine = events if isinstance(events, list) else events.events_for(sub)
-        result = sub.function(list(mine) if own_list else mine, ctx)
-        try:
-            return ok_value(sub.name, sub.version, result)
-        except MemoryError:
-            raise
-        except Exception as e:
-            raise Unencodable(f"result is not Sereal-encodable: {e}") from None
+        return run_packed(sub, list(mine) if own_list else mine, ctx)
 
     return target
+
+
+def run_packed(sub: Substream, events: list[Event], ctx: Context) -> bytes:
+    """Run the plugin on ``events`` and pack its result (what a child job returns).
+
+    Raises:
+        Unencodable: the result cannot be Sereal-encoded.
+        MemoryError: as raised (the child reports it as such).
+    """
+    result = sub.function(events, ctx)
+    try:
+        return ok_value(sub.name, sub.version, result)
+    except MemoryError:
+        raise
+    except Exception as e:
+        raise Unencodable(f"result is not Sereal-encodable: {e}") from None

@@ -74,11 +74,10 @@ from eventstore.errors import BlobError, BlobTooLarge, EventStoreError
 from eventstore.sereal.projection import Tree, compile_fields, project_events
 from substreams.api import Context, Event, Substream, version_of
 from substreams.batch import BatchChunk, run_batch
-from substreams.child import Job, Reported, Unencodable
+from substreams.child import Job, Reported, run_packed
 from substreams.errors import PluginLoadError, SubstreamError
 from substreams.loader import LoadReport, load_entry_points, load_file
 from substreams.protocol import Limits
-from substreams.results import ok_value
 from substreams.sandbox import Outcome, SandboxUnavailable, run_in_child
 from substreams.syscall_filter import program
 
@@ -307,13 +306,7 @@ def _plugin_job(
             events = project_events(decoded, sub.projection)
         else:
             events = list(decoded) if own_list else decoded
-        result = sub.function(events, ctx)
-        try:
-            return ok_value(sub.name, sub.version, result)
-        except MemoryError:
-            raise
-        except Exception as e:
-            raise Unencodable(f"result is not Sereal-encodable: {e}") from None
+        return run_packed(sub, events, ctx)
 
     return target
 
