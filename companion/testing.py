@@ -48,11 +48,11 @@ __all__ = [
 ]
 
 
-def wait_for(condition: Callable[[], Any], timeout_s: float = 30.0) -> Any:
+def wait_for(condition: Callable[[], Any], timeout_s: float = 30.0, what: str = "condition") -> Any:
     """Poll ``condition`` every 50 ms until it returns something true, and return that.
 
     Raises:
-        AssertionError: still false after ``timeout_s`` seconds.
+        AssertionError: still false after ``timeout_s`` seconds (naming ``what``).
     """
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
@@ -60,7 +60,7 @@ def wait_for(condition: Callable[[], Any], timeout_s: float = 30.0) -> Any:
         if value:
             return value
         time.sleep(0.05)
-    raise AssertionError(f"condition not met within {timeout_s}s")
+    raise AssertionError(f"{what} not met within {timeout_s}s")
 
 
 class CompanionProcess(ServerProcess):

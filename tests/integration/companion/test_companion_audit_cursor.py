@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from companion.testing import Stack
+from companion.testing import Stack, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -45,16 +45,6 @@ def counts(events, ctx):
 
 def chunks(n: int) -> dict[tuple[str, str, int], list[dict[str, Any]]]:
     return {("t", "", c): [{"i": i, "c": c} for i in range(5)] for c in range(n)}
-
-
-def wait_until(condition: Callable[[], Any], timeout_s: float, what: str) -> Any:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        value = condition()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError(f"{what}: not within {timeout_s}s")
 
 
 def sleep_until(unix_time: float) -> None:
@@ -85,7 +75,7 @@ def test_results_whose_writes_failed_while_the_store_was_down_are_written_once_i
     keys = stack.write_epoch(epoch, "dc9", chunks(4))
     time.sleep(0.4)  # the hook delivered, the chunks read, the slow runs under way
     stack.devnode.stop()
-    wait_until(lambda: not_stored(stack) >= 1, 20, "a result write failing")
+    wait_for(lambda: not_stored(stack) >= 1, 20, "a result write failing")
     # Down for as long as the epoch is in the window (10-15 s old), and a bit more:
     # every visit of the window finds the store down.
     sleep_until(epoch + LOOKBACK_S + 2)
@@ -94,7 +84,7 @@ def test_results_whose_writes_failed_while_the_store_was_down_are_written_once_i
         for key, record in stack.wait_results(name, keys, timeout_s=40).items():
             assert record.status == "ok" and record.result == 5, (name, key, record)
     # The cursor passed the epoch once confirmed, and says so.
-    audit = wait_until(
+    audit = wait_for(
         lambda: stack.companion.json("/v1/status")["audit"].get("dc9", {}).get("cursor", 0) > epoch,
         20,
         "the cursor past the repaired epoch",
@@ -125,7 +115,7 @@ def test_a_companion_killed_during_repairs_finishes_them_from_its_saved_cursor(
         keys += stack.write_epoch(epoch, "dc8", chunks(12))
     # (Any key: a chunk thread may run several chunks in one child, their results
     # stored together.)
-    wait_until(lambda: any(stack.result("slow", k) for k in keys), 30, "the auditor's first repair")
+    wait_for(lambda: any(stack.result("slow", k) for k in keys), 30, "the auditor's first repair")
     stack.companion.kill()  # kill -9 of the master, its workers and their children
     missing = [k for k in keys if stack.result("slow", k) is None]
     assert missing, "every repair ended before the kill: nothing left to prove"

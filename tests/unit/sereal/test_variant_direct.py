@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
-from sereal_strategies import byte_strings, ints, keys, mutated, texts, values
+from sereal_strategies import keys, mutated, plain_scalars, values
 
 from eventstore import sereal
 from eventstore.sereal import tags
@@ -40,15 +40,7 @@ pytestmark = [
 MODES = [tags.BINARY_UTF8, tags.BINARY_LATIN1, tags.BINARY_BYTES]
 SETTINGS = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
-#: Plain data: what the direct walk must handle itself (no Perl wrappers, no sharing).
-plain_scalars = st.one_of(
-    st.none(),
-    st.booleans(),
-    ints,
-    st.floats(allow_nan=True, allow_infinity=True),
-    texts,
-    byte_strings,
-)
+#: Plain data (``plain_scalars``, no sharing): what the direct walk must handle itself.
 plain = st.recursive(
     plain_scalars,
     lambda children: st.one_of(
