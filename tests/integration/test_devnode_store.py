@@ -134,6 +134,12 @@ def test_http_details(tmp_path: Path, devnode_factory: type[DevnodeProcess]) -> 
     assert (status, body, headers["content-length"]) == (200, b"", "3")
     assert raw(node, "GET", path, headers={"If-None-Match": headers["etag"]})[0] == 304
     assert raw(node, "GET", "/ping")[2] == b"OK"
+    # conditional PUTs the devnode does not implement are refused, not ignored
+    for header in ("If-Modified-Since", "If-Unmodified-Since"):
+        when = {header: "Wed, 25 Nov 2026 08:00:00 GMT"}
+        status, _, body = raw(node, "PUT", path, b"new", {**ct, **when})
+        assert status == 400 and header.lower().encode() in body, body
+    assert raw(node, "GET", path)[2] == b"abc"
 
 
 def test_bad_config_fails_to_start_with_a_clear_message(
