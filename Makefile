@@ -17,24 +17,24 @@ SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 # Chromium: the companion status page is checked in a real headless browser.
 # systemd: systemd-analyze checks the units in deploy/systemd.
 # iproute2: the chaos campaign (bench/chaos.py) cuts the devnode's link with ip netns.
-# podman (with runc, netavark, aardvark-dns) serves the Docker Engine API for the container
-# tests (tests/e2e/test_containers.py, deploy/podman/containers.conf); debootstrap makes
-# their base image without a registry.
+# podman (with runc, netavark, aardvark-dns, and iptables, which netavark runs) serves the
+# Docker Engine API for the container tests (tests/e2e/test_containers.py,
+# deploy/podman/containers.conf); debootstrap makes their base image without a registry.
 # prometheus: promtool checks and unit-tests deploy/prometheus/riak-events-rules.yml (its
 # service is not started where policy-rc.d refuses, as in containers; on a host with
 # systemd it listens on :9090, which no test uses).
 # valgrind: the codec's instruction-count guard (tests/perf) counts with callgrind.
 APT_PACKAGES := libsereal-encoder-perl libsereal-decoder-perl libjson-pp-perl erlang-nox \
 	zookeeper default-jre-headless chromium systemd iproute2 \
-	podman runc netavark aardvark-dns debootstrap prometheus valgrind
+	podman runc netavark aardvark-dns iptables debootstrap prometheus valgrind
 
-.PHONY: run test lint unit bench system-deps venv testdata clean
+.PHONY: run test lint unit bench system-deps preflight venv testdata clean
 
 # The main job on the embedded default (the devnode): scripts/main_job.py says what it does.
 run: venv
 	$(BIN)/python scripts/main_job.py
 
-test: venv lint testdata
+test: preflight venv lint testdata
 	$(BIN)/pytest
 
 # Sereal's own test data, from Debian's source package of the Perl decoder (not committed).
@@ -59,6 +59,11 @@ system-deps:
 	  $(SUDO) apt-get update -qq && \
 	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends $$missing; \
 	fi
+
+# One line per external program the suite runs that this machine lacks, with its Debian
+# package (scripts/preflight.py holds the list), before anything is built or run.
+preflight: system-deps
+	$(PYTHON) scripts/preflight.py
 
 # The stamp depends on everything that changes what gets installed or built.
 $(VENV)/.installed: pyproject.toml setup.py $(wildcard eventstore/sereal/csrc/*) | system-deps
