@@ -39,8 +39,7 @@ RUN apt-get update -qq \
         && ln -s /opt/riak/bin/riak /usr/sbin/riak \
         && chown -R riak:riak /opt/riak /var/lib/riak /var/log/riak; \
     fi \
-    && rm -rf /var/lib/apt/lists/* /tmp/riak-package \
-    && riak version 2>/dev/null || true
+    && rm -rf /var/lib/apt/lists/* /tmp/riak-package
 
 FROM riak AS hook
 COPY erlang_hooks/src /build/src
@@ -68,6 +67,7 @@ COPY --from=hook /build/advanced.config.merged /etc/riak/advanced.config
 COPY deploy/riak/riak.conf.fragment deploy/riak/advanced.config deploy/riak/bucket-types.sh \
     /opt/riak-events/riak/
 COPY deploy/images/riak-entrypoint.sh /usr/local/bin/riak-events-riak-entrypoint
+COPY deploy/images/riak-health.sh /usr/local/bin/riak-events-riak-health
 # The guide's two edits of riak.conf (erlang_hooks/README.md step 3), once, at build;
 # advanced.config was merged in the hook stage (stock sections kept).
 RUN conf=/etc/riak/riak.conf \
@@ -79,5 +79,9 @@ RUN conf=/etc/riak/riak.conf \
         'listener.protobuf.internal = 0.0.0.0:8087' 'nodename = riak@127.0.0.1' >>"$conf" \
     && chown -R riak:riak /etc/riak/ 2>/dev/null || true
 VOLUME /var/lib/riak
+# The one health check (also run by `riak-events cluster` and compose): first-start steps
+# done, bucket types answering 200, this node a ring member.
+HEALTHCHECK --interval=5s --timeout=15s --start-period=120s --retries=3 \
+    CMD ["riak-events-riak-health"]
 EXPOSE 8098 8087 5000
 ENTRYPOINT ["/usr/bin/tini", "--", "riak-events-riak-entrypoint"]

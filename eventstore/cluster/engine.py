@@ -21,7 +21,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from eventstore.cluster.errors import EngineUnreachable, NotHealthy, UnknownService
+from eventstore.cluster.errors import (
+    EngineUnreachable,
+    NotHealthy,
+    ServiceExited,
+    UnknownService,
+)
 from eventstore.cluster.images import Images
 from eventstore.cluster.topology import Service, Topology
 
@@ -253,6 +258,7 @@ class Cluster:
             for service in pending:
                 failure = self.check(service.name)
                 if failure is not None:
+                    self._raise_if_exited(service.name)
                     last[service.name] = failure
                     still.append(service)
             pending = still
@@ -264,6 +270,16 @@ class Cluster:
                     self.topology.container(first.name), timeout_s, last.get(first.name, "")
                 )
             time.sleep(1.0)
+
+    def _raise_if_exited(self, service: str) -> None:
+        """Raise :class:`ServiceExited` when the service's container stopped by itself: its
+        entrypoint failed (a Riak node whose first-start steps failed exits non-zero)."""
+        container = self.container(service)
+        if container is None or container.status not in ("exited", "dead"):
+            return
+        code = int(container.attrs.get("State", {}).get("ExitCode", -1))
+        lines = self.logs(service, tail=20).strip().splitlines()
+        raise ServiceExited(self.topology.container(service), code, lines[-1] if lines else "")
 
     # -- status, logs, kill, down -----------------------------------------------------
 

@@ -53,6 +53,18 @@ class NotHealthy(ClusterError):
         super().__init__(f"{container} not healthy after {timeout_s:g} s: {last}")
 
 
+class ServiceExited(ClusterError):
+    """A service's container exited while ``up`` waited for it (a first-start step that
+    failed, a crash): the message names its exit code and the last line it printed."""
+
+    retriable: ClassVar[bool] = False
+
+    def __init__(self, container: str, exit_code: int, last_line: str) -> None:
+        self.container = container
+        self.exit_code = exit_code
+        super().__init__(f"{container} exited with status {exit_code}: {last_line}")
+
+
 class UnknownService(ClusterError):
     """``kill`` or ``logs`` named a service the cluster does not have."""
 

@@ -43,6 +43,7 @@ ZOOKEEPER_INPUTS = ("deploy/images/zookeeper.Dockerfile", "deploy/images/zoo.cfg
 RIAK_INPUTS = (
     "deploy/images/riak.Dockerfile",
     "deploy/images/riak-entrypoint.sh",
+    "deploy/images/riak-health.sh",
     "deploy/images/merge-advanced-config.escript",
     "deploy/riak",
     "erlang_hooks/src",

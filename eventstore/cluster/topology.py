@@ -91,14 +91,9 @@ def http_ok(port: int, path: str) -> tuple[str, ...]:
     return ("python3", "-m", "eventstore.waitready", url, "--timeout-s", "2")
 
 
-def http_ok_bash(port: int, path: str) -> tuple[str, ...]:
-    """Health command for images without Python (Riak): bash's /dev/tcp, HTTP/1.0."""
-    script = (
-        f"exec 3<>/dev/tcp/127.0.0.1/{port} && "
-        f"printf 'GET {path} HTTP/1.0\\r\\n\\r\\n' >&3 && read -r status <&3 && "
-        '[ "${status#* }" != "${status#* 200}" ]'
-    )
-    return ("bash", "-c", script)
+#: Health command of the Riak node image (deploy/images/riak-health.sh, installed in the
+#: image): first-start steps done, bucket types there, the node a ring member.
+RIAK_HEALTH = ("riak-events-riak-health",)
 
 
 ZOOKEEPER_HEALTH = (
@@ -210,7 +205,7 @@ def build(
                     image="riak",
                     command=(),
                     env=env,
-                    health=http_ok_bash(8098, "/types/epochs/props"),
+                    health=RIAK_HEALTH,
                     volumes={f"riak{i}": "/var/lib/riak"},
                     ports={"8098/tcp": None, "5000/tcp": None},
                     endpoint=("8098/tcp", f"Riak HTTP API ({names[i - 1]})"),

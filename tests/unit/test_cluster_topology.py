@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from companion import settings as companion_settings
+from eventstore.cluster import images
 from eventstore.cluster import topology as topo
 from eventstore.devnode import settings as devnode_settings
 from relocator import settings as relocator_settings
@@ -99,3 +100,31 @@ def test_no_engine_is_one_line_naming_docker_host(
     lines = result.output.strip().splitlines()
     assert len(lines) == 1, result.output
     assert lines[0].startswith(f"Error: no container engine at DOCKER_HOST={where}: start Docker")
+
+
+@pytest.mark.parametrize(
+    ("dockerfile", "inputs"),
+    [
+        ("deploy/images/riak.Dockerfile", images.RIAK_INPUTS),
+        ("deploy/images/project.Dockerfile", images.PROJECT_INPUTS),
+        ("deploy/images/zookeeper.Dockerfile", images.ZOOKEEPER_INPUTS),
+    ],
+)
+def test_every_file_an_image_copies_is_in_its_hash(
+    dockerfile: str, inputs: tuple[str, ...]
+) -> None:
+    # An image is rebuilt only when the hash of its inputs changes: a file it copies but
+    # the hash leaves out (the Riak health script, once) ships stale in a reused image.
+    root = Path(__file__).resolve().parents[2]
+    text = (root / dockerfile).read_text().replace("\\\n", " ")
+    sources = []
+    for line in text.splitlines():
+        words = line.split()
+        if not words or words[0] != "COPY" or any(w.startswith("--from") for w in words):
+            continue
+        sources += [w for w in words[1:-1] if not w.startswith("${")]
+    assert sources, dockerfile
+    uncovered = [
+        s for s in sources if not any(s == i or s.startswith(i.rstrip("/") + "/") for i in inputs)
+    ]
+    assert uncovered == []
