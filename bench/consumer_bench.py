@@ -469,7 +469,7 @@ def bench_tail_lag(
     ids: list[int] = []
     try:
         with client.tail(
-            dc, start=start, until=start + seconds, lag_s=lag_s, late_wait_s=10.0, poll_s=0.05
+            dc, start=start, end=start + seconds, lag_s=lag_s, late_wait_s=10.0, poll_s=0.05
         ) as tail:
             for epoch in tail:
                 if epoch.found:

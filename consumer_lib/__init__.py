@@ -20,7 +20,10 @@ from consumer_lib.errors import (
     PluginNotFound,
     PositionError,
     StoreUnavailable,
+    SubstreamNotFound,
 )
+from consumer_lib.gaps import ReadSummary, SubstreamResults
+from consumer_lib.listing import Inventory
 from consumer_lib.ranges import EpochRange
 from consumer_lib.tail import Tail
 from consumer_lib.types import Chunk, Epoch, SubstreamEpoch, SubstreamResult, TaggedEvent
@@ -36,12 +39,16 @@ __all__ = [
     "EpochRange",
     "EventsClient",
     "InvalidArgument",
+    "Inventory",
     "MetadataUnreadable",
     "PluginNotFound",
     "PositionError",
+    "ReadSummary",
     "StoreUnavailable",
     "SubstreamEpoch",
+    "SubstreamNotFound",
     "SubstreamResult",
+    "SubstreamResults",
     "TaggedEvent",
     "Tail",
 ]

@@ -9,17 +9,22 @@ Output: JSON Lines on stdout (one event, or one substream result, per line) or a
 readable text form (``--format text``). Before reading, each ``--node`` must answer
 Riak's ``GET /ping``: a wrong port (a companion's, say) is an error, not an empty
 answer. A range that holds no data says so on stderr ("no epochs with data for dc X in
-[a, b)") and exits with status 3. A progress bar goes to stderr for ranges of more
-than ``PROGRESS_MIN_EPOCHS`` epochs when stderr is a terminal (``--progress`` forces
-it). Every option is also an environment variable ``RIAK_EVENTS_READ_<OPTION>`` /
-``RIAK_EVENTS_TAIL_<OPTION>``. Errors are printed as one line naming epoch, dc and key;
-exit status 1.
+[a, b)") and exits with status 3; ``--limit N`` stops after N events (or results). A
+substream read ends with a summary on stderr (results served, computed here, gaps by
+why, and how to fill each kind) and exits with status 4 when it returned gaps; a
+substream that no plugin here declares and that has no result in the range is one line
+naming the known substreams and the closest one (status 3). A progress bar goes to
+stderr for ranges of more than ``PROGRESS_MIN_EPOCHS`` epochs when stderr is a terminal
+(``--progress`` forces it). Every option is also an environment variable
+``RIAK_EVENTS_READ_<OPTION>`` / ``RIAK_EVENTS_TAIL_<OPTION>``. Errors are printed as one
+line naming epoch, dc and key; exit status 1.
 """
 
 from __future__ import annotations
 
 import base64
 import json
+import logging
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -30,7 +35,10 @@ from typing import Any, TextIO
 import click
 
 from consumer_lib.client import EventsClient
-from consumer_lib.errors import ConsumerError
+from consumer_lib.errors import ConsumerError, SubstreamNotFound
+from consumer_lib.gaps import ReadSummary
+from consumer_lib.instants import range_text, when_text
+from consumer_lib.tail import Tail
 from consumer_lib.types import Epoch, SubstreamResult, TaggedEvent
 from eventstore.options import (
     CANONICAL,
@@ -48,8 +56,22 @@ __all__ = ["check_riak_node", "cli_range", "parse_bound", "read", "tail"]
 #: Ranges longer than this (epochs) get a progress bar on an interactive stderr.
 PROGRESS_MIN_EPOCHS = 30
 
-#: Exit status of ``read`` when the range holds no data for the dc (and filters).
+#: Exit status of ``read`` when the range holds no data for the dc (and filters), or
+#: the substream is not known (the CLI's "not found").
 EXIT_NO_DATA = 3
+#: Exit status of ``read --substream`` that completed but returned gaps.
+EXIT_GAPS = 4
+
+#: Libraries whose INFO lines (plugins loaded, the fork server started) are routine on
+#: every read: shown with ``--log-level DEBUG`` only.
+QUIET_LOGGERS = ("substreams.loader", "substreams.forkserver")
+
+
+def quiet_library_info() -> None:
+    """Raise :data:`QUIET_LOGGERS` to WARNING unless the root logger shows DEBUG."""
+    if logging.getLogger().getEffectiveLevel() > logging.DEBUG:
+        for name in QUIET_LOGGERS:
+            logging.getLogger(name).setLevel(logging.WARNING)
 
 
 def _json_default(value: Any) -> Any:
@@ -188,7 +210,8 @@ def _client(nodes: tuple[str, ...], zookeeper: str | None, zk_root: str, **kw: A
 def _no_data(dc: str, epochs: EpochRange, types: tuple[str, ...], substream: str | None) -> None:
     what = f"substream {substream} results" if substream else "epochs with data"
     only = f" (types {', '.join(types)})" if types else ""
-    click.echo(f"no {what} for dc {dc} in {epochs}{only}", err=True)
+    when = f"{epochs} = {range_text(epochs.start, epochs.end)}"
+    click.echo(f"no {what} for dc {dc} in {when}{only}", err=True)
     raise SystemExit(EXIT_NO_DATA)
 
 
@@ -205,6 +228,12 @@ def _progress(show: bool, epochs: EpochRange) -> AbstractContextManager[Any]:
 @click.option("--start", required=True, help=CANONICAL["--start"] + ".")
 @click.option("--end", required=True, help=CANONICAL["--end"] + ".")
 @_substream_options("read")
+@click.option(
+    "--limit",
+    type=click.IntRange(1),
+    default=None,
+    help="Stop after N events (with --substream: N results).",
+)
 @click.option("--progress/--no-progress", default=None, help="Progress bar on stderr.")
 def read(  # noqa: PLR0917 (one parameter per click option)
     nodes: tuple[str, ...],
@@ -222,13 +251,22 @@ def read(  # noqa: PLR0917 (one parameter per click option)
     plugin_dirs: tuple[Path, ...],
     entry_points: bool,
     fallback: str,
+    limit: int | None,
     progress: bool | None,
 ) -> None:
     """Read an epoch range [START, END) of the full stream, or of a substream.
 
-    Exit status: 0 data was written, 1 an error (one line on stderr), 3 the range holds
-    no data for the dc and filters."""
+    A substream's served results need no plugin code; where a result is missing or
+    failed it is computed here with the plugin (--plugin-dir, entry points), or the
+    chunk is a gap. The end of a substream read prints a summary on stderr: gaps by
+    why, and how to fill them.
+
+    Exit status: 0 data was written, 1 an error (one line on stderr), 2 bad arguments,
+    3 the range holds no data for the dc and filters, or no substream of that name,
+    4 a substream read completed with gaps (see the summary)."""
     epochs = cli_range(start, end)
+    quiet_library_info()
+    summary: ReadSummary | None = None
     try:
         show = (
             progress
@@ -257,6 +295,7 @@ def read(  # noqa: PLR0917 (one parameter per click option)
                     fmt,
                     bar,
                     epochs.start,
+                    limit,
                 )
             else:
                 results = client.substream(
@@ -268,7 +307,14 @@ def read(  # noqa: PLR0917 (one parameter per click option)
                     subtypes=subtypes or None,
                     fallback=fallback,  # type: ignore[arg-type]
                 )
-                written = _write_results(results, out, fmt, bar, epochs.start)
+                summary = results.summary
+                try:
+                    written = _write_results(results, out, fmt, bar, epochs.start, limit)
+                finally:
+                    results.close()
+    except SubstreamNotFound as e:
+        click.echo(str(e), err=True)
+        raise SystemExit(EXIT_NO_DATA) from e
     except ConsumerError as e:
         raise click.ClickException(str(e)) from e
     except BrokenPipeError:  # `| head`: the reader is gone
@@ -276,29 +322,52 @@ def read(  # noqa: PLR0917 (one parameter per click option)
         return
     if written == 0:
         _no_data(dc, epochs, types, substream)
+    if summary is not None and (summary.gap_count or summary.not_read):
+        for line in summary.lines():
+            click.echo(line, err=True)
+        if summary.gap_count:
+            raise SystemExit(EXIT_GAPS)
 
 
-def _write_epochs(epochs: Iterator[Epoch], out: TextIO, fmt: str, bar: Any, first: int) -> int:
-    """Write every event; returns how many epochs held at least one chunk."""
+def _write_epochs(  # noqa: PLR0917 (internal; the two writers take the same arguments)
+    epochs: Iterator[Epoch], out: TextIO, fmt: str, bar: Any, first: int, limit: int | None = None
+) -> int:
+    """Write every event (at most ``limit``); returns how many epochs held at least one
+    chunk (any epoch written counts when the limit stopped it)."""
     done = first
     with_data = 0
-    for epoch in epochs:
-        with_data += bool(epoch.chunks)
-        for chunk in epoch.chunks:
-            k = chunk.key
-            for event in chunk.events:
-                ev = TaggedEvent(k.epoch, k.dc, k.type, k.subtype, k.chunk, event)
-                out.write((dumps(ev.as_dict()) if fmt == "jsonl" else _text_event(ev)) + "\n")
-        if bar is not None:
-            bar.update(epoch.epoch + 1 - done)
-            done = epoch.epoch + 1
+    left = limit
+    try:
+        for epoch in epochs:
+            with_data += bool(epoch.chunks)
+            for chunk in epoch.chunks:
+                k = chunk.key
+                for event in chunk.events:
+                    if left is not None:
+                        if left == 0:
+                            return with_data
+                        left -= 1
+                    ev = TaggedEvent(k.epoch, k.dc, k.type, k.subtype, k.chunk, event)
+                    out.write((dumps(ev.as_dict()) if fmt == "jsonl" else _text_event(ev)) + "\n")
+            if bar is not None:
+                bar.update(epoch.epoch + 1 - done)
+                done = epoch.epoch + 1
+    finally:
+        close = getattr(epochs, "close", None)
+        if close is not None:
+            close()  # a --limit reached: queued fetches are cancelled
     return with_data
 
 
-def _write_results(
-    results: Iterator[SubstreamResult], out: TextIO, fmt: str, bar: Any, first: int
+def _write_results(  # noqa: PLR0917 (internal; the two writers take the same arguments)
+    results: Iterator[SubstreamResult],
+    out: TextIO,
+    fmt: str,
+    bar: Any,
+    first: int,
+    limit: int | None = None,
 ) -> int:
-    """Write every result; returns how many were written."""
+    """Write every result (at most ``limit``); returns how many were written."""
     done = first
     written = 0
     for res in results:
@@ -307,6 +376,8 @@ def _write_results(
         if bar is not None and res.epoch > done:
             bar.update(res.epoch - done)
             done = res.epoch
+        if limit is not None and written >= limit:
+            break
     return written
 
 
@@ -348,14 +419,19 @@ def tail(  # noqa: PLR0917 (one parameter per click option)
     fallback: str,
 ) -> None:
     """Follow DC seconds behind real time (the full stream, or --substream NAME);
-    skipped epochs are reported on stderr."""
+    skipped epochs are reported on stderr.
+
+    Without a saved --position or --start, a tail starts at the newest due epoch (now
+    minus --lag): an --end before that prints nothing (it says so on stderr). To read
+    recent epochs and stop, give both: --start now-2m --end now-30s."""
     now = time.time()
+    quiet_library_info()
     if start is not None and end is not None:
         cli_range(start, end, now=now)  # a backwards range is an error here too
     options: dict[str, Any] = {
         "position": position,
         "start": None if start is None else parse_bound(start, "--start", now=now),
-        "until": None if end is None else parse_bound(end, "--end", now=now),
+        "end": None if end is None else parse_bound(end, "--end", now=now),
         "types": types or None,
         "subtypes": subtypes or None,
         "lag_s": lag_s,
@@ -371,13 +447,15 @@ def tail(  # noqa: PLR0917 (one parameter per click option)
             plugin_dirs=plugin_dirs,
             use_entry_points=entry_points,
         ) as client:
+            printed = 0
             if substream is None:
                 with client.tail(dc, **options) as follower:
                     for epoch in follower:
                         if _report_skip(epoch.skipped, epoch.epoch, dc):
                             continue
-                        _write_epochs(iter([epoch]), sys.stdout, fmt, None, epoch.epoch)
+                        printed += _write_epochs(iter([epoch]), sys.stdout, fmt, None, epoch.epoch)
                         sys.stdout.flush()
+                    ended: Tail[Any] = follower
             else:
                 with client.tail_substream(
                     substream,
@@ -388,12 +466,33 @@ def tail(  # noqa: PLR0917 (one parameter per click option)
                     for sub_epoch in results:
                         if _report_skip(sub_epoch.skipped, sub_epoch.epoch, dc):
                             continue
-                        _write_results(iter(sub_epoch.results), sys.stdout, fmt, None, 0)
+                        printed += _write_results(iter(sub_epoch.results), sys.stdout, fmt, None, 0)
                         sys.stdout.flush()
+                    ended = results
+            if not printed:
+                click.echo(_nothing_printed(ended, dc, position), err=True)
     except ConsumerError as e:
         raise click.ClickException(str(e)) from e
     except KeyboardInterrupt:
         pass
+
+
+def _nothing_printed(follower: Tail[Any], dc: str, position: Path | None) -> str:
+    """Why a tail that reached its --end printed nothing, and what to give instead."""
+    first, end = follower.first_epoch, follower.until
+    if end is not None and first >= end:
+        where = {
+            "newest due": "a fresh position starts at the newest due epoch (now - --lag)",
+            "position": f"the position file {position} resumes at epoch",
+            "start": "--start is epoch",
+        }[follower.origin]
+        return (
+            f"tail dc={dc}: nothing printed: {where} {when_text(first)}, at or after --end "
+            f"{when_text(end)}; to read recent epochs and stop give both, e.g. "
+            "--start now-2m --end now-30s"
+        )
+    span = range_text(first, follower.next_epoch)
+    return f"tail dc={dc}: nothing printed: no data for the filters in {span}"
 
 
 def _report_skip(skipped: bool, epoch: int, dc: str) -> bool:

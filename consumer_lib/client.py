@@ -29,16 +29,19 @@ from __future__ import annotations
 
 import os
 import threading
+import warnings
 from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from consumer_lib import defaults, fullstream, substream
+from consumer_lib import defaults, fullstream, listing, substream
 from consumer_lib.discovery import configured_nodes, live_nodes, zk_client
-from consumer_lib.errors import InvalidArgument
+from consumer_lib.errors import InvalidArgument, SubstreamNotFound
 from consumer_lib.forkserver import ForkServer
+from consumer_lib.gaps import SubstreamResults
+from consumer_lib.listing import Inventory
 from consumer_lib.plugins import PluginCatalog
 from consumer_lib.ranges import EpochRange, When, epoch_of
 from consumer_lib.store import Store
@@ -49,9 +52,9 @@ from consumer_lib.types import (
     ChunkFilter,
     Epoch,
     SubstreamEpoch,
-    SubstreamResult,
     TaggedEvent,
 )
+from consumer_lib.unplugged import no_substream
 from eventstore.errors import InvalidName
 from eventstore.names import DEFAULT_NAMESPACES, MetadataKey, Namespaces
 from eventstore.riak import Retry
@@ -258,9 +261,13 @@ class EventsClient:
         subtypes: Filter = None,
         fallback: FallbackMode = "auto",
         accept_other_versions: bool = False,
-    ) -> Iterator[SubstreamResult]:
+    ) -> SubstreamResults:
         """Each result of substream ``name`` over ``[start, end)``, in order, with how it
-        was served (see :mod:`consumer_lib.substream`).
+        was served (see :mod:`consumer_lib.substream`). The plugin's code is needed
+        only where a result is missing or failed: without it, served results are
+        returned and those chunks are gaps ``missing, no plugin to run``
+        (``fallback_status`` "no_plugin"); which chunks are the substream's is then
+        learned from the server's results (:mod:`consumer_lib.unplugged`).
 
         Args:
             name: the substream.
@@ -271,14 +278,21 @@ class EventsClient:
                 instead), ``always`` (never read server results).
             accept_other_versions: take server results of another plugin version.
 
-        Yields:
-            :class:`SubstreamResult` per chunk; a fallback that failed here (an
+        Returns:
+            :class:`~consumer_lib.gaps.SubstreamResults`: an iterator of
+            :class:`SubstreamResult`, one per chunk; a fallback that failed here (an
             exception, its deadline, its memory limit) is a gap whose
             ``fallback_status`` and ``error`` say why; a plugin the server disabled is
-            a gap with reason ``disabled``.
+            a gap with reason ``disabled``. Its ``summary`` counts what was handed out
+            (served, computed here, gaps by label with how to fill them).
 
         Raises:
-            PluginNotFound: fallback is on and no plugin source declares ``name``.
+            PluginNotFound: ``fallback="always"`` and no plugin source declares ``name``
+                (at the call).
+            SubstreamNotFound: no source declares or knows ``name`` (with ZooKeeper: the
+                registry, the companions) and no chunk of the range has a result of it
+                (after reading the range; nothing was yielded): names the known
+                substreams and the closest one.
             ChunkMissing, ChunkCorrupt, StoreUnavailable: as :meth:`epochs`.
         """
         epoch_range, keep = self._args(dc, start, end, types, subtypes)
@@ -292,6 +306,66 @@ class EventsClient:
             keep=keep,
             prefetch_chunks=self._prefetch,
             metadata_depth=self._metadata_depth,
+            not_found=lambda: self._no_substream(name),
+        )
+
+    def known_substreams(self) -> list[str]:
+        """Every substream name the client's sources know, sorted (plugin directories,
+        entry points; with ZooKeeper, the registry and what live companions run)."""
+        return self.plugins.known_names()
+
+    def _no_substream(self, name: str) -> SubstreamNotFound | None:
+        """The error for a name no result was found for; None when a source knows it
+        (a registry plugin not trusted here, one a companion runs)."""
+        known = self.known_substreams()
+        if name in known:
+            return None
+        return no_substream(name, known, defaults.KNOWN_NAMES_SHOWN)
+
+    # -- what a range holds ------------------------------------------------------------
+
+    def inventory(
+        self,
+        dc: str,
+        start: When,
+        end: When,
+        *,
+        substreams: Sequence[str] | None = None,
+        check_substreams: bool = True,
+        max_epochs: int = defaults.INVENTORY_MAX_EPOCHS,
+    ) -> Inventory:
+        """The types and subtypes with data in ``dc`` over ``[start, end)``, from the
+        metadata only, and which substreams have results for them (see
+        :mod:`consumer_lib.listing`; no key is ever listed).
+
+        Args:
+            dc, start, end: as :meth:`epochs`.
+            substreams: names to check (None: :meth:`known_substreams`).
+            check_substreams: probe the result of a few chunks per substream and
+                type:subtype (at most ``defaults.INVENTORY_MAX_PROBES`` reads).
+            max_epochs: the metadata of at most this many epochs is read; a longer
+                range is sampled, evenly (``Inventory.sampled``).
+
+        Raises:
+            InvalidArgument: bad dc or range, ``max_epochs < 1``.
+            MetadataUnreadable, StoreUnavailable: as :meth:`epochs`.
+        """
+        epoch_range, _keep = self._args(dc, start, end, None, None)
+        if max_epochs < 1:
+            raise InvalidArgument(f"max_epochs must be >= 1, not {max_epochs}")
+        names: list[str] = []
+        if check_substreams:
+            names = list(substreams) if substreams is not None else self.known_substreams()
+            for n in names:
+                substream.load_plugin(self.plugins, n, "off")  # checks the name only
+        return listing.inventory(
+            self.store,
+            self._pool(),
+            dc,
+            epoch_range,
+            max_epochs=max_epochs,
+            substreams=names,
+            metadata_depth=self._metadata_depth,
         )
 
     # -- tail ------------------------------------------------------------------------------
@@ -302,12 +376,13 @@ class EventsClient:
         *,
         position: str | os.PathLike[str] | None = None,
         start: When | None = None,
-        until: When | None = None,
+        end: When | None = None,
         types: Filter = None,
         subtypes: Filter = None,
         lag_s: float = defaults.TAIL_LAG_S,
         late_wait_s: float = defaults.TAIL_LATE_WAIT_S,
         poll_s: float = defaults.TAIL_POLL_S,
+        until: When | None = None,
         **clock: Any,
     ) -> Tail[Epoch]:
         """Follow ``dc`` ``lag_s`` seconds behind real time (see :mod:`consumer_lib.tail`).
@@ -316,14 +391,18 @@ class EventsClient:
             dc: the data centre.
             position: a position file (path or string) to resume from and save to.
             start: first epoch when there is no saved position (default: the newest
-                due); an epoch, an aware datetime or a string (``consumer_lib.ranges``).
-            until: stop before this epoch (None: forever); same forms as ``start``.
+                due, ``now - lag_s - 1``: an ``end`` before it delivers nothing); an
+                epoch, an aware datetime or a string (``consumer_lib.ranges``).
+            end: stop before this epoch (None: forever); same forms as ``start``, the
+                name :meth:`epochs` and the CLI's ``--end`` use.
+            until: the former name of ``end`` (a DeprecationWarning).
             types, subtypes: as :meth:`epochs`.
             lag_s, late_wait_s, poll_s: seconds; see the module.
             clock: ``clock=`` and ``sleep=`` replacements, for tests.
 
         Raises:
             PositionError: the position file is unreadable or another dc's.
+            InvalidArgument: both ``end`` and ``until``.
         """
         self._tail_args(dc, lag_s, late_wait_s, poll_s)
         read = fullstream.epoch_reader(
@@ -342,7 +421,7 @@ class EventsClient:
             lag_s=lag_s,
             late_wait_s=late_wait_s,
             poll_s=poll_s,
-            until=None if until is None else epoch_of(until, end=True),
+            until=_tail_end(end, until),
             **clock,
         )
 
@@ -353,7 +432,7 @@ class EventsClient:
         *,
         position: str | os.PathLike[str] | None = None,
         start: When | None = None,
-        until: When | None = None,
+        end: When | None = None,
         types: Filter = None,
         subtypes: Filter = None,
         fallback: FallbackMode = "auto",
@@ -361,10 +440,12 @@ class EventsClient:
         lag_s: float = defaults.TAIL_LAG_S,
         late_wait_s: float = defaults.TAIL_LATE_WAIT_S,
         poll_s: float = defaults.TAIL_POLL_S,
+        until: When | None = None,
         **clock: Any,
     ) -> Tail[SubstreamEpoch]:
-        """Follow substream ``name`` of ``dc``: as :meth:`tail`, each delivered epoch
-        holding the results of its chunks, served or by fallback as :meth:`substream`.
+        """Follow substream ``name`` of ``dc``: as :meth:`tail` (``end``, ``until``
+        too), each delivered epoch holding the results of its chunks, served or by
+        fallback as :meth:`substream`.
 
         Raises:
             PositionError, PluginNotFound, InvalidArgument: at the call.
@@ -387,7 +468,7 @@ class EventsClient:
             lag_s=lag_s,
             late_wait_s=late_wait_s,
             poll_s=poll_s,
-            until=None if until is None else epoch_of(until, end=True),
+            until=_tail_end(end, until),
             **clock,
         )
 
@@ -468,3 +549,18 @@ class EventsClient:
     ) -> tuple[EpochRange, ChunkFilter]:
         self._check_dc(dc)
         return EpochRange.of(start, end), self._filter(types, subtypes)
+
+
+def _tail_end(end: When | None, until: When | None) -> int | None:
+    """The tail's end from ``end``, or from its former name ``until`` (deprecated)."""
+    if until is not None:
+        if end is not None:
+            raise InvalidArgument("give end= only (until= is its former name)")
+        warnings.warn(
+            "EventsClient.tail(until=...) is deprecated: use end=... (as epochs(), "
+            "substream() and the CLI's --end)",
+            DeprecationWarning,
+            stacklevel=3,
+        )
+        end = until
+    return None if end is None else epoch_of(end, end=True)

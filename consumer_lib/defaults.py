@@ -39,3 +39,19 @@ TAIL_POLL_S = 0.5
 
 #: Our ZooKeeper root (companions register live nodes under <root>/companions).
 ZK_ROOT = "/riak-events"
+
+#: A substream read without the plugin's code: how many epochs a chunk without a result
+#: waits for a result of its type:subtype to show up later in the range before it is
+#: taken as not read by the substream (results held meanwhile: at most this many
+#: epochs' worth). See consumer_lib/unplugged.py.
+UNPLUGGED_WINDOW_EPOCHS = 60
+
+#: ``ls`` / ``EventsClient.inventory``: metadata read at most for this many epochs; a
+#: longer range is sampled (this many epochs spread evenly over it, said in the output).
+INVENTORY_MAX_EPOCHS = 3600
+#: ``ls``: result keys probed per (substream, type:subtype) when checking which
+#: substreams have results (the first and last chunk seen), and in all at most.
+INVENTORY_PROBES_PER_GROUP = 2
+INVENTORY_MAX_PROBES = 2000
+#: Known substream names listed at most in a "no substream NAME; known: ..." message.
+KNOWN_NAMES_SHOWN = 20

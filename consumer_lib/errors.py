@@ -9,6 +9,7 @@ trying the same read again later may succeed.
 
 from __future__ import annotations
 
+from consumer_lib.instants import when_text
 from eventstore.errors import RiakEventsError
 
 
@@ -34,7 +35,8 @@ class ConsumerError(RiakEventsError):
         self.epoch = epoch
         self.dc = dc
         self.key = key
-        where = [f"{n}={v}" for n, v in (("epoch", epoch), ("dc", dc), ("key", key)) if v]
+        shown = None if epoch is None else when_text(epoch)  # the number, then UTC
+        where = [f"{n}={v}" for n, v in (("epoch", shown), ("dc", dc), ("key", key)) if v]
         super().__init__(f"{message} ({', '.join(where)})" if where else message)
 
     def __reduce__(self) -> tuple[object, ...]:
@@ -92,7 +94,18 @@ class ChunkTooLarge(ChunkUnreadable):
 
 class PluginNotFound(ConsumerError):
     """The substream's plugin is not in the plugin directories, entry points or registry
-    the client was configured with, and a client-side fallback was needed."""
+    the client was configured with, and the read cannot go without it
+    (``fallback="always"``). Other reads return the served results without it."""
+
+
+class SubstreamNotFound(PluginNotFound):
+    """No plugin here declares the substream and the server holds no result of it for
+    any chunk of the range: most likely a mistyped name. The message lists the known
+    names and the closest one (``no substream web5xx; known: ... (did you mean
+    web_5xx?)``); ``known`` holds them. A :class:`PluginNotFound`, so code catching that
+    still does."""
+
+    known: tuple[str, ...] = ()
 
 
 class DiscoveryFailed(ConsumerError):

@@ -85,6 +85,7 @@ class PluginCatalog:
         self._directories = path_list(directories)
         self._use_entry_points = use_entry_points
         self._zk_client = zk_client if self._trust else None
+        self._zk_names = zk_client  # names only (never code): for "known: ..." messages
         if zk_client is not None and not self._trust:
             log.info("consumer: no trusted_keys: registry plugins of %s are not used", zk_root)
         self._zk_root = zk_root
@@ -125,6 +126,41 @@ class PluginCatalog:
                 " give its directory with plugin_dirs= / --plugin-dir)"
             )
         return found
+
+    def find(self, name: str) -> Substream | None:
+        """The substream ``name``, or None when no source declares it (see :meth:`get`).
+
+        Raises:
+            DiscoveryFailed: the ZooKeeper registry could not be read.
+        """
+        try:
+            return self.get(name)
+        except PluginNotFound:
+            return None
+
+    def known_names(self) -> list[str]:
+        """Every substream name a source knows, sorted: the plugin directories and entry
+        points (as loaded), and, with a ZooKeeper client, the registry's published
+        names and what each live companion reports loading (names only: nothing is
+        imported). Bounded: one read per published plugin and per live companion; a
+        ZooKeeper that fails adds nothing."""
+        names: set[str] = set()
+        with self._lock:
+            if self._plugins is None:
+                self._plugins = PluginSet(self._all_dirs(), use_entry_points=self._use_entry_points)
+            self._plugins.refresh()
+            names.update(self._plugins.substreams)
+        if self._zk_names is not None:
+            from substreams.registry import list_entries, node_reports  # noqa: PLC0415
+
+            try:
+                for entry in list_entries(self._zk_names, root=self._zk_root).values():
+                    names.update(entry.substreams)
+                for report in node_reports(self._zk_names, root=self._zk_root).values():
+                    names.update(report["substreams"])
+            except Exception as e:  # kazoo raises many kinds; names are a courtesy here
+                log.debug("consumer: known substream names from %s: %s", self._zk_root, e)
+        return sorted(names)
 
     def _all_dirs(self) -> tuple[Path, ...]:
         if self._zk_client is None:

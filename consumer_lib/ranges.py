@@ -14,11 +14,12 @@ Pure logic, no I/O.
 from __future__ import annotations
 
 from consumer_lib.errors import InvalidArgument
+from consumer_lib.instants import range_text, utc, when_text
 from eventstore import ranges
 from eventstore.errors import InvalidRange
 from eventstore.ranges import When
 
-__all__ = ["EpochRange", "When", "epoch_of", "parse_when"]
+__all__ = ["EpochRange", "When", "epoch_of", "parse_when", "range_text", "utc", "when_text"]
 
 
 def epoch_of(value: When, *, end: bool = False) -> int:

@@ -27,6 +27,12 @@ declared types/subtypes, and the caller's filter)::
                   timeout | killed | error     -> "gap", ``fallback_status`` and
                                                   ``error`` say why
     fallback == "off": no fallback; a record with served "gap" and the reason
+    no plugin code here (fallback "auto"): no fallback; a "gap" with the reason and
+              ``fallback_status`` "no_plugin" ("missing, no plugin to run"); which
+              chunks are the substream's is then learned from the server's results
+              (:mod:`consumer_lib.unplugged`), and a name no source knows whose range
+              holds no result at all raises ``SubstreamNotFound`` naming the closest
+              known name
 
 Results are resolved on the pool up to ``prefetch`` chunks ahead and yielded in order.
 Each fallback is counted in ``consumer_fallback_total{reason}`` and how it ended in
@@ -50,7 +56,8 @@ from typing import Literal
 
 from prometheus_client import Counter
 
-from consumer_lib.errors import ConsumerError, InvalidArgument
+from consumer_lib import defaults
+from consumer_lib.errors import InvalidArgument, SubstreamNotFound
 from consumer_lib.fallback import (
     DEFAULT_CAP,
     FallbackRun,
@@ -60,11 +67,13 @@ from consumer_lib.fallback import (
 )
 from consumer_lib.forkserver import ForkServer
 from consumer_lib.fullstream import EpochMark, epoch_metadata, marks
+from consumer_lib.gaps import NO_PLUGIN, ReadSummary, SubstreamResults
 from consumer_lib.pipeline import prefetch
 from consumer_lib.plugins import PluginCatalog
 from consumer_lib.ranges import EpochRange
 from consumer_lib.store import Store
 from consumer_lib.types import ChunkFilter, SubstreamEpoch, SubstreamResult
+from consumer_lib.unplugged import served_groups_only
 from eventstore.errors import InvalidName
 from eventstore.names import ChunkKey, ChunkRef, check_bucket_name
 from substreams.api import Event, Substream
@@ -168,17 +177,25 @@ class SubstreamReader:
             return SubstreamResult(
                 self.name, key, "server", None, record.result, record.version, None, read_bytes
             )
-        if self.fallback == "off" or self.plugin is None:
+        if self.fallback == "off":
             return self._gap(key, reason, server_error, read_bytes)
+        if self.plugin is None:
+            return self._gap(key, reason, server_error, read_bytes, NO_PLUGIN)
         return self._fall_back(key, reason, server_error, read_bytes)
 
     def _gap(
-        self, key: ChunkKey, reason: str, server_error: str | None, read_bytes: int
+        self,
+        key: ChunkKey,
+        reason: str,
+        server_error: str | None,
+        read_bytes: int,
+        fallback_status: str | None = None,
     ) -> SubstreamResult:
-        """No result and no run here: the server's reason and error."""
+        """No result and no run here: the server's reason and error (and
+        ``fallback_status`` "no_plugin" when there was no code to run)."""
         RESULTS_TOTAL.labels("gap").inc()
         if reason == "disabled":
-            log.info(
+            log.debug(
                 "consumer: substream=%s key=%s: disabled on the server, not run here (%s)",
                 self.name,
                 key,
@@ -186,7 +203,7 @@ class SubstreamReader:
             )
         version = "" if self.plugin is None else self.plugin.version
         return SubstreamResult(
-            self.name, key, "gap", reason, None, version, server_error, read_bytes
+            self.name, key, "gap", reason, None, version, server_error, read_bytes, fallback_status
         )
 
     def _fall_back(
@@ -195,7 +212,7 @@ class SubstreamReader:
         plugin = self.plugin
         assert plugin is not None
         FALLBACK_TOTAL.labels(reason).inc()
-        log.info(
+        log.debug(  # per chunk: counted, and summed up at the end of a CLI read
             "consumer: substream=%s epoch=%d dc=%s key=%s: fallback (%s)",
             self.name,
             key.epoch,
@@ -255,22 +272,20 @@ def _disabled(record: ResultRecord) -> bool:
 
 
 def load_plugin(catalog: PluginCatalog, name: str, fallback: FallbackMode) -> Substream | None:
-    """The local plugin of ``name``: required unless ``fallback`` is ``off``.
+    """The local plugin of ``name``, or None when no source declares it (the served
+    results are read without it); ``fallback="always"`` requires it.
 
     Raises:
         InvalidArgument: ``name`` is not a valid substream name.
-        PluginNotFound: fallback needs it and no source declares it.
+        PluginNotFound: ``fallback`` is ``always`` and no source declares it.
     """
     try:
         check_bucket_name(name, "substream")
     except InvalidName as e:
         raise InvalidArgument(str(e)) from e
-    if fallback == "off":
-        try:
-            return catalog.get(name)
-        except ConsumerError:  # no plugin here: read what the server has
-            return None
-    return catalog.get(name)
+    if fallback == "always":
+        return catalog.get(name)
+    return catalog.find(name)
 
 
 def results(
@@ -283,9 +298,16 @@ def results(
     keep: ChunkFilter,
     prefetch_chunks: int,
     metadata_depth: int,
-) -> Iterator[SubstreamResult]:
-    """Every result of the range in order (epoch, then chunk order); see module."""
+    not_found: Callable[[], SubstreamNotFound | None] | None = None,
+    window_epochs: int = defaults.UNPLUGGED_WINDOW_EPOCHS,
+) -> SubstreamResults:
+    """Every result of the range in order (epoch, then chunk order); see module.
+
+    Without the plugin (``reader.plugin`` None) the chunks of types the server holds no
+    result for are left out (:func:`consumer_lib.unplugged.served_groups_only`), and
+    ``not_found`` (when given) is raised at the end if no chunk had a result."""
     plugin = reader.plugin
+    summary = ReadSummary(reader.name)
     metadata = epoch_metadata(store, executor, dc, epoch_range, metadata_depth)
     items = marks(dc, metadata, keep, None if plugin is None else plugin.matches)
 
@@ -293,11 +315,18 @@ def results(
         assert isinstance(item, ChunkKey)
         return reader.resolve(item)
 
-    for _item, result in prefetch(
-        items, resolve, executor, prefetch_chunks, is_marker=lambda i: isinstance(i, EpochMark)
-    ):
-        if result is not None:
-            yield result
+    resolved: Iterator[SubstreamResult] = (
+        result
+        for _item, result in prefetch(
+            items, resolve, executor, prefetch_chunks, is_marker=lambda i: isinstance(i, EpochMark)
+        )
+        if result is not None
+    )
+    if plugin is None:
+        resolved = served_groups_only(
+            resolved, summary, window_epochs=window_epochs, not_found=not_found
+        )
+    return SubstreamResults(resolved, summary)
 
 
 def epoch_reader(
@@ -308,8 +337,13 @@ def epoch_reader(
     *,
     prefetch_chunks: int,
 ) -> Callable[[int, tuple[ChunkRef, ...] | None], SubstreamEpoch]:
-    """For ``tail_substream``: one epoch's results from its metadata (None: skipped)."""
+    """For ``tail_substream``: one epoch's results from its metadata (None: skipped).
+
+    Without the plugin, a chunk without a result is kept (a gap) only when its
+    type:subtype had a result in this epoch or an earlier one of the tail (a tail cannot
+    wait for later epochs as a range read does: :mod:`consumer_lib.unplugged`)."""
     plugin = reader.plugin
+    covered: set[str] = set()
 
     def read(epoch: int, refs: tuple[ChunkRef, ...] | None) -> SubstreamEpoch:
         if refs is None:
@@ -323,6 +357,10 @@ def epoch_reader(
         done = prefetch(
             items, resolve, executor, prefetch_chunks, is_marker=lambda i: isinstance(i, EpochMark)
         )
-        return SubstreamEpoch(epoch, dc, tuple(r for _, r in done if r is not None))
+        got = tuple(r for _, r in done if r is not None)
+        if plugin is None:  # no code here: only the type:subtypes with results so far
+            covered.update(f"{r.type}:{r.subtype}" for r in got if r.reason != "missing")
+            got = tuple(r for r in got if f"{r.type}:{r.subtype}" in covered)
+        return SubstreamEpoch(epoch, dc, got)
 
     return read

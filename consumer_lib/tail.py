@@ -3,7 +3,9 @@
 The seed's real-time consumers (graphs, anomaly detection, A/B testing) read every
 epoch a few seconds after it ends. :class:`Tail` does it::
 
-    next = position file's next_epoch, or `start`, or now - lag_s
+    next = position file's next_epoch, or `start`, or the newest due epoch
+           (now - lag_s - 1: a fresh tail begins at the present, so an `until`
+           before it delivers nothing; the CLI then says so)
     loop (until `until`, if given):
         due = next + 1 + lag_s                       # the epoch has ended, plus the lag
         sleep until due
@@ -52,6 +54,7 @@ from typing import Generic, TypeVar
 from prometheus_client import Counter
 
 from consumer_lib.errors import PositionError
+from consumer_lib.instants import utc
 from consumer_lib.store import Store
 from consumer_lib.types import Epoch, SubstreamEpoch
 from eventstore.names import ChunkRef
@@ -170,12 +173,18 @@ class Tail(Generic[T]):
         self._clock = clock
         self._sleep = sleep
         saved = None if self._position is None else self._position.load()
+        #: Where the first epoch came from: "position" (the file), "start" (the
+        #: argument) or "newest due" (a fresh position: now - lag_s - 1).
+        self.origin: str
         if saved is not None:
-            self.next_epoch = saved
+            self.next_epoch, self.origin = saved, "position"
         elif start is not None:
-            self.next_epoch = start
+            self.next_epoch, self.origin = start, "start"
         else:
             self.next_epoch = max(0, math.floor(clock() - lag_s) - 1)
+            self.origin = "newest due"
+        #: The first epoch this tail reads.
+        self.first_epoch = self.next_epoch
         #: Epochs moved past without metadata, in order.
         self.skipped: list[int] = []
         self._in_hand: int | None = None
@@ -188,14 +197,18 @@ class Tail(Generic[T]):
 
     def __iter__(self) -> Iterator[T]:
         # Say at once what is awaited: the first epoch is read lag_s after it ends, and
-        # an idle dc's is skipped only late_wait_s after that.
+        # an idle dc's is skipped only late_wait_s after that (nothing to wait for when
+        # the end is not after the first epoch: the CLI says why).
+        if self.until is not None and self.next_epoch >= self.until:
+            return
         log.info(
             "consumer: tail dc=%s: waiting for epoch %d (lag %g s, then up to %g s for "
-            "late metadata)",
+            "late metadata; the epoch began at %s)",
             self.dc,
             self.next_epoch,
             self._lag_s,
             self._late_wait_s,
+            utc(self.next_epoch),
         )
         while self.until is None or self.next_epoch < self.until:
             epoch = self._read(self.next_epoch)

@@ -13,8 +13,23 @@ __all__ = ["load_events", "load_substream", "register"]
 
 
 def register(spark: SparkSession) -> None:
-    """Make ``spark.read.format("riak-events")`` available in this session."""
-    spark.dataSource.register(RiakEventsDataSource)
+    """Make ``spark.read.format("riak-events")`` available in this session, once: a
+    session that has it already keeps it (registering again makes Spark warn "data
+    source riak-events replaced" on every load)."""
+    if not _registered(spark):
+        spark.dataSource.register(RiakEventsDataSource)
+
+
+def _registered(spark: SparkSession) -> bool:
+    """Whether the session's data source manager knows ``riak-events`` already (False
+    where it cannot be asked, e.g. Spark Connect: then it is registered again)."""
+    from py4j.protocol import Py4JError  # noqa: PLC0415 (pyspark's own dependency)
+
+    try:
+        manager = spark._jsparkSession.sessionState().dataSourceManager()
+        return bool(manager.dataSourceExists(RiakEventsDataSource.name()))
+    except (AttributeError, Py4JError):
+        return False
 
 
 def load_events(spark: SparkSession, **options: object) -> DataFrame:

@@ -433,7 +433,7 @@ def test_tail_reports_an_idle_dc_once_a_minute_and_says_what_it_awaits(
         client.tail(
             f"idle{uuid.uuid4().hex[:8]}",
             start=first,
-            until=first + 150,
+            end=first + 150,
             lag_s=0,
             late_wait_s=0,
             clock=lambda: now[0],

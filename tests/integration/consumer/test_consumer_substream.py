@@ -14,7 +14,7 @@ import pytest
 from consumer_helpers import write_epoch
 from prometheus_client import REGISTRY
 
-from consumer_lib import EventsClient, InvalidArgument, PluginNotFound
+from consumer_lib import EventsClient, InvalidArgument, PluginNotFound, SubstreamNotFound
 from eventstore.names import ChunkKey
 from eventstore.riak import RiakClient
 from substreams.api import Context
@@ -131,13 +131,18 @@ def test_a_plugin_failing_in_the_fallback_yields_gaps_not_a_crash(
     assert odd.served == "gap" and odd.error is not None and "unencodable" in odd.error
 
 
-def test_unknown_plugin_is_refused_unless_fallback_is_off(riak: RiakClient, dc: str) -> None:
+def test_an_unknown_name_is_refused_with_the_known_names_unless_the_server_has_it(
+    riak: RiakClient, dc: str
+) -> None:
     write_epoch([riak], E0, dc, {("web", "app"): [[{"i": 1}]]})
-    with EventsClient(riak.nodes.nodes, use_entry_points=False) as c:
-        with pytest.raises(PluginNotFound) as info:
-            c.substream("nope", dc, E0, E0 + 1)
-        assert "nope" in str(info.value)
-        (gap,) = c.substream("nope", dc, E0, E0 + 1, fallback="off")
-        assert (gap.served, gap.reason) == ("gap", "missing")
+    with EventsClient(riak.nodes.nodes, use_entry_points=True) as c:
+        for fallback in ("auto", "off"):  # no plugin and no result: most likely a typo
+            with pytest.raises(SubstreamNotFound) as info:
+                list(c.substream("web5xx", dc, E0, E0 + 1, fallback=fallback))
+            assert str(info.value).startswith("no substream web5xx; known: event_counts, ")
+            assert str(info.value).endswith("(did you mean web_5xx?)")
+            assert isinstance(info.value, PluginNotFound)
+        with pytest.raises(PluginNotFound):  # "always" cannot go without the code
+            c.substream("nope", dc, E0, E0 + 1, fallback="always")
         with pytest.raises(InvalidArgument):
             c.substream("bad/name", dc, E0, E0 + 1)

@@ -34,7 +34,7 @@ def test_tail_resumes_from_its_position_losing_and_repeating_nothing(
 
     def follow(stop_after: int | None) -> None:
         with client.tail(
-            dc, position=position, start=base, until=base + 8, lag_s=0, late_wait_s=0.5
+            dc, position=position, start=base, end=base + 8, lag_s=0, late_wait_s=0.5
         ) as tail:
             for epoch in tail:
                 assert epoch.dc == dc
@@ -49,7 +49,7 @@ def test_tail_resumes_from_its_position_losing_and_repeating_nothing(
     # a consumer that dies while handling an epoch gets it again
     with (
         pytest.raises(RuntimeError),
-        client.tail(dc, position=position, until=base + 8, lag_s=0, late_wait_s=0.5) as tail,
+        client.tail(dc, position=position, end=base + 8, lag_s=0, late_wait_s=0.5) as tail,
     ):
         for epoch in tail:
             assert epoch.epoch == base + 3 and epoch.skipped and not epoch.found
@@ -71,7 +71,7 @@ def test_tail_waits_a_bounded_time_for_late_metadata(
     writer.start()
     try:
         with client.tail(
-            dc, start=first, until=first + 2, lag_s=0.2, late_wait_s=2.0, poll_s=0.1
+            dc, start=first, end=first + 2, lag_s=0.2, late_wait_s=2.0, poll_s=0.1
         ) as tail:
             got = [(e.epoch, e.found, e.skipped, time.time()) for e in tail]
     finally:
@@ -98,7 +98,7 @@ def test_tail_substream_delivers_each_epochs_results(
     write_epoch([riak], base + 2, dc, {("cron", ""): [[{"i": 1}]], **spec(base + 2)})
     position = tmp_path / "sub.json"
     with client.tail_substream(
-        "event_counts", dc, position=position, start=base, until=base + 3, lag_s=0, late_wait_s=0
+        "event_counts", dc, position=position, start=base, end=base + 3, lag_s=0, late_wait_s=0
     ) as tail:
         got = [
             (e.epoch, e.skipped, [(r.type, r.served, r.result["total"]) for r in e.results])

@@ -71,9 +71,14 @@ def test_live_nodes_and_registry_plugins_come_from_zookeeper(  # noqa: PLR0917 (
             for _ in range(2):  # whichever node it starts on, a retry skips the dead one
                 (epoch,) = client.epochs(dc, E0, E0 + 1)
                 assert epoch.events == [{"i": 1}, {"i": 2}]
-            # Without trusted keys the registry's plugins are never imported.
-            with pytest.raises(PluginNotFound):
-                client.substream("zk_count", dc, E0, E0 + 1)
+            # Without trusted keys the registry's plugins are never imported: nothing is
+            # computed here, and the name is known (the registry's), so not "no substream".
+            assert "zk_count" in client.known_substreams()
+            results = client.substream("zk_count", dc, E0, E0 + 1)
+            assert list(results) == []  # no result on the server, no plugin run here
+            assert dict(results.summary.not_read) == {"web:app": 1}
+            with pytest.raises(PluginNotFound):  # "always" needs the code
+                client.substream("zk_count", dc, E0, E0 + 1, fallback="always")
         with EventsClient(
             zookeeper=zookeeper_server.hosts,
             zk_root=zookeeper,
