@@ -24,6 +24,7 @@ from typing import Any
 from companion import defaults
 
 __all__ = [
+    "FAILURE_KINDS",
     "SubstreamStats",
     "WorkerStats",
     "merge",
@@ -34,7 +35,9 @@ __all__ = [
     "write_cluster_view",
 ]
 
-FAILURE_KINDS = ("exception", "too_large", "unencodable", "timeout", "memory", "killed", "shed")
+#: Kinds of a plugin's failures (a run that ended badly). ``shed`` is not one: the plugin
+#: did not run (overload, or its quarantine lane full): counted apart, as ``shed``.
+FAILURE_KINDS = ("exception", "too_large", "unencodable", "timeout", "memory", "killed")
 
 
 def percentile(values: list[float], q: float) -> float | None:
@@ -53,6 +56,8 @@ class SubstreamStats:
     runs: int = 0
     ok: int = 0
     failures: dict[str, int] = field(default_factory=dict)
+    #: Results marked shed (the plugin did not run): not failures of the plugin.
+    shed: int = 0
     recent_ms: deque[float] = field(default_factory=lambda: deque(maxlen=defaults.RECENT_RUNS))
     last_error: str | None = None
     last_error_key: str | None = None
@@ -63,14 +68,16 @@ class SubstreamStats:
     def record(self, kind: str, wall_s: float, now: float, *, key: str, error: str | None) -> None:
         bucket = int(now // defaults.SERIES_STEP_S * defaults.SERIES_STEP_S)
         point = self.series.setdefault(bucket, [0, 0, 0.0])
-        if kind != "shed":
+        if kind == "shed":
+            self.shed += 1
+        else:
             self.runs += 1
             self.recent_ms.append(wall_s * 1000)
             point[0] += 1
             point[2] = max(point[2], wall_s * 1000)
         if kind == "ok":
             self.ok += 1
-        else:
+        elif kind != "shed":
             self.failures[kind] = self.failures.get(kind, 0) + 1
             point[1] += 1
             self.last_error, self.last_error_key, self.last_error_at = error or kind, key, now
@@ -83,6 +90,7 @@ class SubstreamStats:
             "runs": self.runs,
             "ok": self.ok,
             "failures": dict(self.failures),
+            "shed": self.shed,
             "recent_ms": list(self.recent_ms),
             "last_error": self.last_error,
             "last_error_key": self.last_error_key,
@@ -217,13 +225,17 @@ def merge(snapshots: Iterable[dict[str, Any]]) -> dict[str, Any]:
         for name, s in snap.get("substreams", {}).items():
             m = per.setdefault(
                 name,
-                {"runs": 0, "ok": 0, "failures": {}, "recent_ms": [], "series": {},
+                {"runs": 0, "ok": 0, "failures": {}, "shed": 0, "recent_ms": [], "series": {},
                  "last_error": None, "last_error_key": None, "last_error_at": None},
             )  # fmt: skip
             m["runs"] += s["runs"]
             m["ok"] += s["ok"]
             for kind, n in s["failures"].items():
-                m["failures"][kind] = m["failures"].get(kind, 0) + n
+                if kind == "shed":  # a snapshot of a worker from before shed was apart
+                    m["shed"] += n
+                else:
+                    m["failures"][kind] = m["failures"].get(kind, 0) + n
+            m["shed"] += int(s.get("shed", 0))
             m["recent_ms"].extend(s["recent_ms"])
             if s["last_error_at"] and (m["last_error_at"] or 0) < s["last_error_at"]:
                 m["last_error"] = s["last_error"]

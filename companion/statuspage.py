@@ -1,11 +1,14 @@
 """The node's status page: one HTML document, no external assets, plots as inline SVG.
 
-For each substream: state (enabled, disabled, load failed), version, runs, ok, failures
-by kind, p50/p99 wall time, last error, two small plots over the last ten minutes
-(runs and failures per 10 s; slowest run per 10 s), and, when they disagree, the
-versions this node's workers and the other live nodes have loaded. A tiny inline script records each
-plot's drawn size in ``data-drawn-width`` so a headless browser test can check that
-the plots were laid out. Pure logic, no I/O.
+For each substream: state (enabled, disabled, not loaded: ``substreams.state``,
+the words of ``substream status``; load failed), version, runs, ok, failures by kind
+(the plugin's), shed results apart (the plugin did not run), p50/p99 wall time, last
+error, two small plots over the last ten minutes (runs and failures per 10 s; slowest
+run per 10 s), and, when they disagree, the versions this node's workers and the other
+live nodes have loaded. A tiny inline script records each plot's drawn size in
+``data-drawn-width`` so a headless browser test can check that the plots were laid
+out. The page reloads itself every ``REFRESH_S`` seconds (a meta refresh: no script
+needed). Pure logic, no I/O.
 """
 
 from __future__ import annotations
@@ -18,8 +21,12 @@ from typing import Any
 
 from companion import defaults
 from companion.stats import FAILURE_KINDS
+from substreams.state import state_of
 
-__all__ = ["render_status"]
+__all__ = ["REFRESH_S", "render_status"]
+
+#: Seconds between the page's reloads (its plots move in 10 s steps).
+REFRESH_S = 10
 
 _W, _H = 240, 40
 
@@ -30,6 +37,7 @@ th,td{border-bottom:1px solid #ddd;padding:4px 8px;text-align:left;vertical-alig
 th{background:#f4f4f4}
 .state-enabled{color:#1a7f37;font-weight:bold}
 .state-disabled,.state-load-failed{color:#c62828;font-weight:bold}
+.state-not-loaded{color:#777}
 .versions{color:#b26a00;font-weight:bold}
 .err{font-family:monospace;font-size:12px;max-width:24em;white-space:pre-wrap;word-break:break-word}
 td.name{max-width:14em;overflow-wrap:anywhere}
@@ -125,8 +133,10 @@ def render_status(
     disabled: Mapping[str, Mapping[str, Any]],
     settings: Mapping[str, Any],
     now: float | None = None,
+    refresh_s: int = REFRESH_S,
 ) -> str:
-    """The status page.
+    """The status page (reloaded by the browser every ``refresh_s``: a meta refresh,
+    so it needs no script).
 
     Args:
         node: this node's name, for the title.
@@ -136,6 +146,7 @@ def render_status(
         disabled: :meth:`companion.disabled.DisabledSet.all`.
         settings: settings to show (:func:`companion.settings.as_mapping`).
         now: unix time of the page (default: now).
+        refresh_s: seconds between reloads.
 
     Returns:
         The HTML document.
@@ -149,12 +160,7 @@ def render_status(
         s = stats.get(name, {})
         version = info["version"] if info else "-"
         marker = disabled.get(name)
-        if info is None:
-            state = "unloaded"
-        elif marker is not None and marker.get("version") == version:
-            state = "disabled"
-        else:
-            state = "enabled"
+        state = state_of([version] if info else [], marker)
         failures = s.get("failures", {})
         failure_text = ", ".join(f"{k} {failures[k]}" for k in FAILURE_KINDS if failures.get(k))
         last_error = s.get("last_error") or ""
@@ -172,9 +178,10 @@ def render_status(
             f"<small>{esc(version)} · reads {esc(reads)}</small>"
             + (f'<br><small class="versions">{esc(conflict)}</small>' if conflict else "")
             + "</td>"
-            f'<td class="state state-{state}">{state}</td>'
+            f'<td class="state state-{state.replace(" ", "-")}">{state}</td>'
             f'<td class="runs">{s.get("runs", 0)}</td><td class="ok">{s.get("ok", 0)}</td>'
             f'<td class="failures">{esc(failure_text) or "none"}</td>'
+            f'<td class="shed">{s.get("shed", 0)}</td>'
             f'<td class="p50">{_fmt_ms(s.get("p50_ms"))}</td>'
             f'<td class="p99">{_fmt_ms(s.get("p99_ms"))}</td>'
             f'<td class="err">{esc((last_error + where)[:600])}</td>'
@@ -185,17 +192,21 @@ def render_status(
             f'<tr class="substream load-failed" data-name="{esc(origin)}" data-state="load failed">'
             f'<td class="name" title="{esc(origin)}">{esc(Path(origin).name)}</td>'
             f'<td class="state state-load-failed">load failed</td>'
-            f'<td colspan="5"></td><td class="err">{esc(reason)}</td><td></td></tr>'
+            f'<td colspan="6"></td><td class="err">{esc(reason)}</td><td></td></tr>'
         )
     counters = merged.get("counters", {})
     summary = "".join(
         f"<span>{esc(k.replace('_', ' '))}: <b>{v}</b></span>" for k, v in sorted(counters.items())
     )
     config = "".join(f"<span>{esc(k)}: {esc(str(v))}</span>" for k, v in settings.items())
-    plot_note = "plots: runs (green) and failures (red) per 10 s; slowest run per 10 s (blue)"
+    plot_note = (
+        "plots: runs (green) and failures (red) per 10 s; slowest run per 10 s (blue); "
+        f"the page reloads every {refresh_s} s"
+    )
     title = f"companion {node}" if node else "companion"
     return f"""<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><title>{esc(title)}</title>
+<html lang="en"><head><meta charset="utf-8">
+<meta http-equiv="refresh" content="{refresh_s}"><title>{esc(title)}</title>
 <style>{_STYLE}</style></head>
 <body>
 <h1>{esc(title)}</h1>
@@ -205,9 +216,10 @@ def render_status(
 <p><small>{plot_note}</small></p>
 <table id="substreams">
 <thead><tr><th>substream</th><th>state</th><th>runs</th><th>ok</th><th>failures by kind</th>
+<th title="results marked shed: the plugin did not run (overload, quarantine lane full)">shed</th>
 <th>p50</th><th>p99</th><th>last error</th><th>last 10 minutes</th></tr></thead>
 <tbody>
-{"".join(rows) or '<tr><td colspan="9">no substreams loaded</td></tr>'}
+{"".join(rows) or '<tr><td colspan="10">no substreams loaded</td></tr>'}
 </tbody></table>
 <script>{_SCRIPT}</script>
 </body></html>

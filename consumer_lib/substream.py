@@ -225,7 +225,9 @@ class SubstreamReader:
         FALLBACK_RUNS_TOTAL.labels(run.status).inc()
         if not run.ok:
             RESULTS_TOTAL.labels("gap").inc()
-            log.warning(
+            # The result says why (fallback_status, error) and a read's summary counts
+            # it: one warning per chunk would bury a terminal.
+            log.debug(
                 "consumer: substream=%s key=%s: fallback %s in %.3fs: %s",
                 self.name,
                 key,

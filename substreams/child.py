@@ -30,6 +30,7 @@ from typing import Any
 from eventstore.sereal.projection import Tree, merge, project_events
 from substreams import defaults
 from substreams.api import Context, Event, Substream
+from substreams.declared import declared_events
 from substreams.errors import SoftTimeout, SubstreamError
 from substreams.protocol import (
     EXIT_INTERNAL,
@@ -56,6 +57,7 @@ __all__ = [
     "SandboxViolation",
     "Unencodable",
     "child_main",
+    "declared_for",
     "substream_target",
 ]
 
@@ -160,11 +162,16 @@ def _send(fd: int, tag: bytes, index: int, payload: bytes = b"") -> None:
     _write_all(fd, HEADER.pack(tag, index, len(payload)) + payload)
 
 
+#: Files whose frames a run's error leaves out (the platform's, not the plugin's).
+_OURS = frozenset({Path(__file__).name, "declared.py", "forkserver_process.py", "batch.py"})
+
+
 def _traceback_summary(e: BaseException) -> str:
     if isinstance(e, Reported):
         return str(e)[: defaults.ERROR_MAX_BYTES]
-    here = Path(__file__).name
-    frames = [f for f in traceback.extract_tb(e.__traceback__) if Path(f.filename).name != here]
+    frames = [
+        f for f in traceback.extract_tb(e.__traceback__) if Path(f.filename).name not in _OURS
+    ]
     frames = frames[-4:]
     lines = [f"{type(e).__name__}: {e}"[:500]]
     lines += [f"  at {Path(f.filename).name}:{f.lineno} in {f.name}" for f in frames]
@@ -362,15 +369,17 @@ class Loaded:
         self.events = self.loader(self.tree)
 
     def events_for(self, sub: Substream) -> list[Event]:
-        """The events narrowed to ``sub``'s fields (made once per field set, in the
-        first run that needs it: within that run's limits)."""
+        """The events narrowed to ``sub``'s fields, as :class:`DeclaredEvent` s when it
+        declares fields (made once per field set, in the first run that needs it:
+        within that run's limits)."""
         tree = sub.projection
-        if tree == self.tree:
+        if tree is None:
             return self.events
-        key = json.dumps(tree, sort_keys=True)
+        key = json.dumps([sub.fields, tree], sort_keys=True)
         narrowed = self._narrowed.get(key)
         if narrowed is None:
-            narrowed = self._narrowed[key] = project_events(self.events, tree)
+            mine = self.events if tree == self.tree else project_events(self.events, tree)
+            narrowed = self._narrowed[key] = declared_for(sub, mine)
         return narrowed
 
 
@@ -392,10 +401,35 @@ def substream_target(
     """
 
     def target() -> bytes:
-        mine = events if isinstance(events, list) else events.events_for(sub)
-        return run_packed(sub, list(mine) if own_list else mine, ctx)
+        if isinstance(events, Loaded):
+            mine = events.events_for(sub)
+            return run_packed(sub, list(mine) if own_list else mine, ctx)
+        # Given as they are (narrowed by the caller): made declared here, a new list.
+        mine = declared_for(sub, events)
+        return run_packed(sub, list(mine) if own_list and mine is events else mine, ctx)
 
     return target
+
+
+def declared_for(sub: Substream, events: list[Event]) -> list[Event]:
+    """``events`` (narrowed to ``sub``'s fields) as ``substreams.declared`` gives them to
+    a substream that declares fields: reading an undeclared one raises.
+
+    In a child only: the collector is off while they are built, and they are then
+    frozen (``gc.freeze``), as the inherited heap is: a ``dict`` subclass instance is
+    tracked by the collector where a plain dict of scalars is not, and a collection
+    walking thousands of them per field set cost ~20% of the conversion.
+    """
+    if sub.fields is None:
+        return events
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return declared_events(events, sub.fields, sub.projection)
+    finally:
+        gc.freeze()
+        if enabled:
+            gc.enable()
 
 
 def run_packed(sub: Substream, events: list[Event], ctx: Context) -> bytes:

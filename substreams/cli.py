@@ -63,6 +63,8 @@ def substream() -> None:
 @click.option("--dc", help="The dc of the epoch range.")
 @click.option("--start", help=CANONICAL["--start"] + ".")
 @click.option("--end", help=CANONICAL["--end"] + " [default: --start + 1: one epoch]")
+@click.option("--verbose", "-v", is_flag=True,
+              help="Every run (verdict, fields, time, result), not only the problems.")  # fmt: skip
 @json_option
 def test(  # noqa: PLR0917 (click passes every option positionally by name)
     file: Path,
@@ -72,14 +74,17 @@ def test(  # noqa: PLR0917 (click passes every option positionally by name)
     dc: str | None,
     start: str | None,
     end: str | None,
+    verbose: bool,
     as_json: bool,
 ) -> None:
     """Run FILE's substreams as the companion would, on sample data, and report.
 
     Sample data: a blob file (--blob, as stored), or the chunks of the epochs
     [START, END) of one dc (end exclusive, as every range) read from a Riak node or
-    devnode. Exit status: 0 every run ok, 1 a run failed or an error, 2 bad
-    arguments, 3 the range holds no chunk."""
+    devnode. The report: a summary first (runs, per substream: ok, failures, empty
+    results), then one line per failed run; --verbose adds every run; --json is
+    {"summary": ..., "runs": [...]}. Exit status: 0 every run ok, 1 a run failed or an
+    error, 2 bad arguments, 3 the range holds no chunk."""
     from substreams.harness import (  # noqa: PLC0415 (keep `--help` fast)
         chunks_from_blob,
         chunks_from_riak,
@@ -116,7 +121,7 @@ def test(  # noqa: PLR0917 (click passes every option positionally by name)
             f"no chunks for dc {dc} in {epochs} that {file.name}'s substreams read", err=True
         )
         raise SystemExit(3)
-    click.echo(format_runs(runs, as_json=as_json))
+    click.echo(format_runs(runs, as_json=as_json, verbose=verbose))
     if any(not r.outcome.ok for r in runs):
         raise SystemExit(1)
 

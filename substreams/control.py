@@ -9,9 +9,11 @@ The companions are the ones given (``--companion URL``, repeatable) or, with
 ``--zookeeper``, every live one (``<root>/companions/<node>``); with neither, the local
 default ``http://127.0.0.1:5000``. ``enable`` and ``disable`` POST
 ``/v1/substreams/NAME/enable|disable`` to each (the companion's ``peers`` only);
-``status`` reads ``/v1/status``: the versions loaded, runs, failures, p50/p99, the last
-error and whether the node disabled it (and why). A node disables a substream by itself
-after ``disable_after`` failures in a row; ``enable`` undoes that.
+``status`` reads ``/v1/status``: its state (enabled, disabled, not loaded: the status
+page's words, ``substreams/state.py``), the versions loaded, runs, failures (the
+plugin's), shed results (apart: the plugin did not run), p50/p99, the last error and
+whether the node disabled it (and why). Each command takes ``--json``. A node disables
+a substream by itself after ``disable_after`` failures in a row; ``enable`` undoes that.
 
 Exit status: 0 done on every companion; 1 a companion refused or could not be reached
 (one line each); 3 (status) no companion has the substream.
@@ -30,6 +32,7 @@ import httpx
 from eventstore.names import check_bucket_name
 from eventstore.options import check_node_urls, json_option
 from eventstore.system_status import companions_from_zookeeper, get_json
+from substreams.state import state_of
 
 __all__ = ["COMMANDS"]
 
@@ -111,37 +114,47 @@ def _post(url: str, name: str, action: str, timeout_s: float) -> str | None:
     return f"HTTP {answer.status_code}"
 
 
-def _act(action: str, name: str, urls: list[str], timeout_s: float) -> None:
+def _act(action: str, name: str, urls: list[str], timeout_s: float, as_json: bool) -> None:
+    """POST ``action`` to every companion; one line each (or, with ``as_json``, one
+    object ``{"substream", "action", "companions": [{"companion", "done", "error"}]}``).
+    Exit 1 if a companion refused or could not be reached."""
     logging.getLogger("httpx").setLevel(logging.WARNING)
-    failed = 0
+    answers = []
     for url in urls:
         problem = _post(url, name, action, timeout_s)
+        answers.append({"companion": url, "done": problem is None, "error": problem})
+        if as_json:
+            continue
         if problem is None:
             click.echo(f"{url}: {name} {action}d")
         else:
-            failed += 1
             click.echo(f"{url}: {name} not {action}d: {problem}", err=True)
-    if failed:
+    if as_json:
+        report = {"substream": name, "action": action, "companions": answers}
+        click.echo(json.dumps(report, indent=2))
+    if any(not a["done"] for a in answers):
         raise SystemExit(1)
 
 
 @click.command()
 @_options
-def enable(name: str, companions: tuple[str, ...], zookeeper: str | None, zk_root: str,
-           timeout_s: float) -> None:  # fmt: skip
+@json_option
+def enable(name: str, companions: tuple[str, ...], zookeeper: str | None,  # noqa: PLR0917
+           zk_root: str, timeout_s: float, as_json: bool) -> None:  # fmt: skip
     """Enable substream NAME again where a node disabled it (after failures)."""
     _check_name(name)
-    _act("enable", name, _companions(companions, zookeeper, zk_root), timeout_s)
+    _act("enable", name, _companions(companions, zookeeper, zk_root), timeout_s, as_json)
 
 
 @click.command()
 @_options
-def disable(name: str, companions: tuple[str, ...], zookeeper: str | None, zk_root: str,
-            timeout_s: float) -> None:  # fmt: skip
+@json_option
+def disable(name: str, companions: tuple[str, ...], zookeeper: str | None,  # noqa: PLR0917
+            zk_root: str, timeout_s: float, as_json: bool) -> None:  # fmt: skip
     """Disable substream NAME on the companions (consumers then see gaps with reason
     ``disabled``) until enabled again."""
     _check_name(name)
-    _act("disable", name, _companions(companions, zookeeper, zk_root), timeout_s)
+    _act("disable", name, _companions(companions, zookeeper, zk_root), timeout_s, as_json)
 
 
 def _node_status(url: str, name: str, timeout_s: float) -> dict[str, Any]:
@@ -154,17 +167,17 @@ def _node_status(url: str, name: str, timeout_s: float) -> dict[str, Any]:
     if stats is None and not versions and disabled is None:
         return {"companion": url, "state": "not loaded"}
     stats = stats or {}
-    failures = stats.get("failures", {})
-    state = "disabled" if disabled else "ok" if stats.get("runs") else "idle"
-    if state == "ok" and failures and not stats.get("ok"):
-        state = "failing"
+    failures = dict(stats.get("failures", {}))
+    # A companion from before issue 21 counted shed results among the failures.
+    shed = int(stats.get("shed", 0)) + int(failures.pop("shed", 0))
     return {
         "companion": url,
-        "state": state,
+        "state": state_of(versions, disabled),
         "versions": versions,
         "runs": stats.get("runs", 0),
         "ok": stats.get("ok", 0),
         "failures": failures,
+        "shed": shed,
         "p50_ms": stats.get("p50_ms"),
         "p99_ms": stats.get("p99_ms"),
         "last_error": stats.get("last_error"),
@@ -184,7 +197,8 @@ def _status_line(s: dict[str, Any]) -> str:
         return f"{s['companion']}: not loaded"
     line = (
         f"{s['companion']}: {s['state']}  version {','.join(s['versions']) or '-'}  "
-        f"runs {s['runs']} ok {s['ok']} failures {json.dumps(s['failures'])}  "
+        f"runs {s['runs']} ok {s['ok']} failures {json.dumps(s['failures'])} "
+        f"shed {s['shed']}  "
         f"p50 {_ms(s['p50_ms'])} ms p99 {_ms(s['p99_ms'])} ms"
     )
     if s["disabled"]:

@@ -76,3 +76,11 @@ class ReplaceRefused(RegistryError):
 class OtherVersionStored(SubstreamError):
     """A stored result was made by another version of the plugin; a backfill keeps it
     unless told to replace other versions (``--replace-version``)."""
+
+
+class UndeclaredField(SubstreamError):
+    """A plugin read a field its ``@substream(fields=...)`` does not declare (with
+    ``e[...]``, ``e.get``, ``in`` or ``dig``); the message names the field and the
+    declared ones. Raised inside the run (``substreams/declared.py``), so the run's
+    result is ``error`` with that message. Not a ``KeyError``: ``except KeyError`` does
+    not swallow it."""

@@ -74,7 +74,7 @@ from eventstore.errors import BlobError, BlobTooLarge, EventStoreError
 from eventstore.sereal.projection import Tree, compile_fields, project_events
 from substreams.api import Context, Event, Substream, version_of
 from substreams.batch import BatchChunk, run_batch
-from substreams.child import Job, Reported, run_packed
+from substreams.child import Job, Reported, declared_for, run_packed
 from substreams.errors import PluginLoadError, SubstreamError
 from substreams.loader import LoadReport, load_entry_points, load_file
 from substreams.protocol import Limits
@@ -306,7 +306,8 @@ def _plugin_job(
             events = project_events(decoded, sub.projection)
         else:
             events = list(decoded) if own_list else decoded
-        return run_packed(sub, events, ctx)
+        # Reading a field it did not declare raises (substreams/declared.py).
+        return run_packed(sub, declared_for(sub, events), ctx)
 
     return target
 

@@ -7,9 +7,10 @@ declaration lowered to the companion's default caps) on the same events: each na
 to the fields the substream declares (:func:`run_projected`, the rule of
 ``eventstore/sereal/projection.py``); the report gives, per run, the verdict, the fields
 used, wall and CPU time, peak RSS of the child, result size and the result itself. A run
-that fails on a ``KeyError`` naming a key no declared field holds says so (the plugin
-reads a field it did not declare: it fails the same way in the companion and in the
-consumer's fallback).
+reading a field it did not declare fails with ``UndeclaredField`` naming it and the
+declared ones (``substreams/declared.py``), as it does in the companion and in the
+consumer's fallback. The report (:func:`format_runs`) puts a summary first, then one
+line per failed run; every run with ``verbose``.
 
 Sample data: a blob file (as stored: Sereal + checksum postfix; its chunk key may be
 given to set the context), or an epoch range ``[start, end)`` of one dc read from a
@@ -19,7 +20,6 @@ devnode or Riak (metadata first, then the chunks, as a consumer would).
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -45,17 +45,17 @@ __all__ = [
     "HarnessRun",
     "chunks_from_blob",
     "chunks_from_riak",
+    "format_runs",
+    "result_shape",
     "run_plugin_file",
     "run_projected",
-    "undeclared_hint",
+    "summarize",
     "union_fields",
 ]
 
 #: The companion's default caps (companion/defaults.py), repeated here so the harness
 #: does not import the daemon.
 DEFAULT_CAP = Limits(timeout_s=5.0, memory_mb=1024, max_result_bytes=1024 * 1024)
-
-_KEY_ERROR = re.compile(r"\bKeyError: '((?:[^'\\]|\\.)*)'")
 
 
 def run_projected(
@@ -133,24 +133,6 @@ def union_fields(substreams: Sequence[Substream]) -> list[str] | None:
     return fields
 
 
-def undeclared_hint(sub: Substream, outcome: Outcome) -> str | None:
-    """Why a run may have failed: a ``KeyError`` on a key that none of the substream's
-    declared fields holds (it reads a field it did not declare). None otherwise."""
-    if sub.fields is None or outcome.kind != "exception" or not outcome.error:
-        return None
-    found = _KEY_ERROR.search(outcome.error)
-    if found is None:
-        return None
-    key = found.group(1)
-    if any(key in field.split(".") for field in sub.fields):
-        return None
-    declared = ", ".join(sub.fields) or "none"
-    return (
-        f"{sub.name} reads only its declared fields: {declared}; no declared field names "
-        f"{key!r} (add it to @substream(fields=...))"
-    )
-
-
 @dataclass
 class HarnessRun:
     """One run of one substream on one chunk."""
@@ -187,7 +169,6 @@ class HarnessRun:
                 "max_result_bytes": limits.max_result_bytes,
             },
             "error": self.outcome.error,
-            "hint": undeclared_hint(self.substream, self.outcome),
             "result": self.result,
         }
 
@@ -261,34 +242,120 @@ def run_plugin_file(
     return runs
 
 
-def format_runs(
-    runs: list[HarnessRun], *, as_json: bool = False, max_result_chars: int = 2000
-) -> str:
-    """The human (or JSON) report of runs."""
-    if as_json:
-        return json.dumps([r.as_dict() for r in runs], indent=2, default=repr, ensure_ascii=False)
-    lines = []
+def result_shape(result: Any) -> str:
+    """What a result holds, in words: ``empty result``, ``12 rows``, ``3 keys``, or
+    its kind (never its stored size: a packed empty result is still ~90 bytes)."""
+    if result is None or (isinstance(result, list | tuple | dict | str | bytes) and not result):
+        return "empty result"
+    if isinstance(result, list | tuple):
+        return f"{len(result)} row{'s' if len(result) != 1 else ''}"
+    if isinstance(result, dict):
+        return f"{len(result)} key{'s' if len(result) != 1 else ''}"
+    return f"a {type(result).__name__}"
+
+
+def _empty(result: Any) -> bool:
+    return result_shape(result) == "empty result"
+
+
+def summarize(runs: list[HarnessRun]) -> dict[str, Any]:
+    """The report's summary: totals, then per substream (runs, ok, failures by status,
+    empty results, fields, the slowest run and the largest stored result)."""
+    per: dict[str, dict[str, Any]] = {}
     for r in runs:
-        d = r.as_dict()
-        fields = "all" if d["fields"] is None else ", ".join(d["fields"]) or "none"
-        lines.append(
-            f"{d['substream']}@{d['version']} on {d['key']} ({d['events']} events): "
-            f"{d['verdict']}\n"
-            f"  fields: {fields}\n"
-            f"  time {d['wall_ms']} ms wall, {d['cpu_ms']} ms CPU; "
-            f"peak RSS {d['peak_rss_kb']} KiB; "
-            f"result {d['result_bytes']} bytes (limits: {d['limits']['timeout_s']} s, "
-            f"{d['limits']['memory_mb']} MiB, {d['limits']['max_result_bytes']} bytes)"
+        name = r.substream.name
+        s = per.setdefault(
+            name,
+            {
+                "version": r.substream.version,
+                "fields": None if r.substream.fields is None else list(r.substream.fields),
+                "runs": 0,
+                "ok": 0,
+                "failed": {},
+                "empty_results": 0,
+                "max_wall_ms": 0.0,
+                "max_result_bytes": 0,
+            },
         )
-        if r.outcome.error:
-            lines.append("  error: " + r.outcome.error.replace("\n", "\n         "))
-            if d["hint"]:
-                lines.append(f"  hint: {d['hint']}")
+        s["runs"] += 1
+        if r.outcome.ok:
+            s["ok"] += 1
+            s["empty_results"] += _empty(r.result)
         else:
-            text = json.dumps(r.result, default=repr, ensure_ascii=False)
-            if len(text) > max_result_chars:
-                text = text[:max_result_chars] + f"... ({len(text)} chars)"
-            lines.append(f"  result: {text}")
+            s["failed"][r.outcome.status] = s["failed"].get(r.outcome.status, 0) + 1
+        s["max_wall_ms"] = max(s["max_wall_ms"], round(r.outcome.wall_s * 1000, 3))
+        s["max_result_bytes"] = max(s["max_result_bytes"], r.stored_bytes)
     ok = sum(1 for r in runs if r.outcome.ok)
-    lines.append(f"{len(runs)} runs: {ok} ok, {len(runs) - ok} failed")
+    return {
+        "runs": len(runs),
+        "chunks": len({r.key for r in runs}),
+        "ok": ok,
+        "failed": len(runs) - ok,
+        "empty_results": sum(s["empty_results"] for s in per.values()),
+        "substreams": per,
+    }
+
+
+def _first_line(text: str | None) -> str:
+    return (text or "").split("\n", 1)[0]
+
+
+def format_runs(
+    runs: list[HarnessRun],
+    *,
+    as_json: bool = False,
+    verbose: bool = False,
+    max_result_chars: int = 2000,
+) -> str:
+    """The report of runs: the summary first, then one line per problem (a failed
+    run: its first error line); with ``verbose``, every run (4 lines each). As JSON,
+    ``{"summary": summarize(runs), "runs": [every run]}``."""
+    summary = summarize(runs)
+    if as_json:
+        report = {"summary": summary, "runs": [r.as_dict() for r in runs]}
+        return json.dumps(report, indent=2, default=repr, ensure_ascii=False)
+    lines = [
+        f"{summary['runs']} runs on {summary['chunks']} chunks: {summary['ok']} ok, "
+        f"{summary['failed']} failed"
+    ]
+    for name, s in summary["substreams"].items():
+        fields = "all" if s["fields"] is None else ", ".join(s["fields"]) or "none"
+        failed = ", ".join(f"{n} {status}" for status, n in sorted(s["failed"].items()))
+        empty = f"; {s['empty_results']} of {s['ok']} ok results empty" if s["ok"] else ""
+        lines.append(
+            f"  {name}@{s['version']}: {s['runs']} runs, {s['ok']} ok"
+            f"{', ' + failed if failed else ''}{empty}; fields: {fields}; "
+            f"slowest {s['max_wall_ms']} ms; largest stored value {s['max_result_bytes']} bytes"
+        )
+    problems = [r for r in runs if not r.outcome.ok]
+    if problems and not verbose:
+        lines.append(f"problems ({len(problems)}):")
+        lines += [
+            f"  {r.substream.name} on {r.key.format()}: {r.verdict}: {_first_line(r.outcome.error)}"
+            for r in problems
+        ]
+    if verbose:
+        lines.append("runs:")
+        lines += [_run_lines(r, max_result_chars) for r in runs]
+    return "\n".join(lines)
+
+
+def _run_lines(r: HarnessRun, max_result_chars: int) -> str:
+    d = r.as_dict()
+    fields = "all" if d["fields"] is None else ", ".join(d["fields"]) or "none"
+    shown = "failed" if not r.outcome.ok else result_shape(r.result)
+    lines = [
+        f"{d['substream']}@{d['version']} on {d['key']} ({d['events']} events): {d['verdict']}",
+        f"  fields: {fields}",
+        f"  time {d['wall_ms']} ms wall, {d['cpu_ms']} ms CPU; peak RSS {d['peak_rss_kb']} KiB; "
+        f"{shown}, {d['result_bytes']} bytes stored (limits: {d['limits']['timeout_s']} s, "
+        f"{d['limits']['memory_mb']} MiB, {d['limits']['max_result_bytes']} bytes)",
+    ]
+    if r.outcome.error:
+        lines.append("  error: " + r.outcome.error.replace("\n", "\n         "))
+    else:
+        text = json.dumps(r.result, default=repr, ensure_ascii=False)
+        if len(text) > max_result_chars:
+            text = text[:max_result_chars] + f"... ({len(text)} chars)"
+        lines.append(f"  result: {text}")
     return "\n".join(lines)

@@ -1,7 +1,9 @@
 """Cherry-picking one-liners for plugin authors: safe nested access, selection, filters.
 
 Events are schema-less: any field may be missing or of an unexpected kind. These
-helpers never raise on a missing or oddly-shaped branch; they return the default.
+helpers never raise on a missing or oddly-shaped branch; they return the default. The
+one exception: a field the substream did not declare in ``@substream(fields=...)``
+raises ``UndeclaredField`` (``substreams/declared.py``), so it never reads as missing.
 
     dig(e, "http.status")                  # e["http"]["status"] or None
     dig(e, "items.0.price", 0)             # list indices by number
@@ -19,6 +21,8 @@ from collections.abc import Callable, Iterable, Mapping
 from functools import lru_cache
 from typing import Any
 
+from substreams.declared import DeclaredEvent
+
 __all__ = ["MISSING", "count_by", "dig", "pick", "where"]
 
 
@@ -29,6 +33,8 @@ class _Missing:
 
 #: The default of :func:`dig` that lets a caller tell "absent" from "None".
 MISSING: Any = _Missing()
+
+_get = dict.get
 
 
 def dig(event: Any, path: str, default: Any = None) -> Any:
@@ -43,10 +49,19 @@ def dig(event: Any, path: str, default: Any = None) -> Any:
         The value at ``path``, or ``default``.
     """
     if isinstance(event, dict) and "." not in path:  # the common case: one plain field
-        return event.get(path, default)
+        value = _get(event, path, MISSING)  # dict's own get: as cheap on a DeclaredEvent
+        if value is MISSING:
+            if type(event) is not dict and isinstance(event, DeclaredEvent):
+                return event.get(path, default)  # raises when `path` is not declared
+            return default
+        return value
     node = event
     for part, index in _steps(path):
-        if isinstance(node, Mapping):
+        if isinstance(node, DeclaredEvent):
+            node = node.get(part, MISSING)  # raises when `part` is not declared there
+            if node is MISSING:
+                return default
+        elif isinstance(node, Mapping):
             if part not in node:
                 return default
             node = node[part]

@@ -132,7 +132,10 @@ def test_a_plugin_reading_an_undeclared_field_fails_the_same_way_in_the_companio
             assert (record.status, record.version) == ("error", sub.version), record
             assert record.error is not None
             failure = record.error.split("\n", 1)[0]
-            assert failure == "exception: KeyError: 'url'", record.error
+            assert failure == (
+                "exception: UndeclaredField: field 'url' is not declared "
+                "(declared fields: status); add 'url' to @substream(fields=[...])"
+            ), record.error
             for way, reader in ways.items():
                 got = reader.resolve(key)
                 assert (got.served, got.fallback_status) == ("gap", "error"), way

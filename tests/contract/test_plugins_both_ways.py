@@ -102,19 +102,20 @@ def test_sandboxed_and_in_process_results_are_the_same(sub: Substream, server: F
 
 
 UNDECLARED = """
-from substreams import substream
+from substreams import substream, dig
 
 @substream(name="undeclared_url", types=["web"], fields=["status"])
 def undeclared_url(events, ctx):
-    return [e["url"] for e in events if e["status"] >= 400]
+    return [{READ} for e in events if e["status"] >= 400]
 """
 
 
+@pytest.mark.parametrize("read", ['e["url"]', 'e.get("url")', 'dig(e, "url")'])
 def test_a_plugin_reading_an_undeclared_field_fails_the_same_way_in_each(
-    tmp_path: Path, server: ForkServer
+    tmp_path: Path, server: ForkServer, read: str
 ) -> None:
     path = tmp_path / "undeclared_url.py"
-    path.write_text(UNDECLARED)
+    path.write_text(UNDECLARED.replace("{READ}", read))
     (sub,) = load_file(path)
     key, blob, events = next(c for c in chunks() if c[0].type == "web")
     assert sub(events, Context.of(key)), "it works on the whole events"
@@ -122,7 +123,10 @@ def test_a_plugin_reading_an_undeclared_field_fails_the_same_way_in_each(
     (outcome,) = run_substreams([sub], loader, Context.of(key), isolation="chunk")
     (fallback,) = run_fallback([sub], events, key)
     (served,) = run_served(server, [sub], blob, key, DecodeLimits())
-    failure = "exception: KeyError: 'url'"
+    failure = (
+        "exception: UndeclaredField: field 'url' is not declared (declared fields: status); "
+        "add 'url' to @substream(fields=[...])"
+    )
     assert outcome.status == "error" and (outcome.error or "").split("\n")[0] == failure
     for run in (fallback, served):
         assert run.status == "error" and (run.error or "").split("\n")[0] == failure

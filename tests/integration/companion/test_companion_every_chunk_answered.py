@@ -84,8 +84,12 @@ def keys_i(events, ctx):
 
 @substream(name="nested", types=["t"], fields=["n.a", "c"])
 def nested(events, ctx):
-    # reads an undeclared field too: None here as in the fallback
-    return [[e.get("n"), e.get("c"), e.get("i")] for e in events]
+    return [[e.get("n"), e.get("c")] for e in events]
+
+@substream(name="undeclared", types=["t"], fields=["n.a", "c"])
+def undeclared(events, ctx):
+    # reads a field it did not declare: an error naming it, as in the fallback
+    return [[e.get("c"), e.get("i")] for e in events]
 
 @substream(name="whole", types=["t"])
 def whole(events, ctx):
@@ -245,12 +249,34 @@ def test_each_substream_sees_the_events_narrowed_to_its_own_fields(
     subs = {s.name: s for s in load_file(stack.plugin_dir / "fields.py")}
     ctx = Context.of(keys[0])
     for name, sub in subs.items():
+        if name == "undeclared":
+            continue
         record = stack.wait_results(name, keys)[keys[0]]
         assert record.status == "ok", record
         # What the consumer's fallback and `substream test` give the same plugin.
         assert record.result == sub.function(project_events(events, sub.projection), ctx)
     assert stack.wait_results("nested", keys)[keys[0]].result == [
-        [{"a": 1}, "x", None],
-        [[3], None, None],
-        [None, "y", None],
+        [{"a": 1}, "x"],
+        [[3], None],
+        [None, "y"],
     ]
+    # Reading an undeclared field is the plugin's error, naming the field (issue 21),
+    # counted against it and shown with its message in /v1/status.
+    failed = stack.wait_results("undeclared", keys)[keys[0]]
+    message = (
+        "UndeclaredField: field 'i' is not declared (declared fields: n.a, c); "
+        "add 'i' to @substream(fields=[...])"
+    )
+    assert failed.status == "error" and failed.error is not None
+    assert failed.error.startswith(f"exception: {message}\n"), failed.error
+    view = wait_for(
+        lambda: (
+            (v := stack.companion.json("/v1/status"))["substreams"]
+            .get("undeclared", {})
+            .get("runs")
+            and v
+        ),
+        what="the undeclared run counted",
+    )
+    stats = view["substreams"]["undeclared"]
+    assert stats["failures"] == {"exception": 1} and message in stats["last_error"]

@@ -40,7 +40,9 @@ def test_a_plugin_on_a_blob_file_reports_result_time_memory_size_and_verdict(
     done = run("substream", "test", web_5xx.__file__, "--blob", str(blob),
                "--key", "1700000000:dc1:web:main:0", "--json")  # fmt: skip
     assert done.returncode == 0, done.stderr
-    (report,) = json.loads(done.stdout)
+    output = json.loads(done.stdout)
+    assert output["summary"]["runs"] == output["summary"]["ok"] == 1
+    (report,) = output["runs"]
     assert report["verdict"] == "ok"
     assert report["result"] == [
         {"url": "/a", "status": 503, "ms": 12.5, "host": "h1", "request_id": None}
@@ -48,7 +50,11 @@ def test_a_plugin_on_a_blob_file_reports_result_time_memory_size_and_verdict(
     assert report["wall_ms"] > 0 and report["peak_rss_kb"] > 0 and report["result_bytes"] > 0
     assert report["limits"] == {"timeout_s": 0.5, "memory_mb": 256, "max_result_bytes": 262144}
     human = run("substream", "test", web_5xx.__file__, "--blob", str(blob))
-    assert "web_5xx@" in human.stdout and ": ok" in human.stdout and "peak RSS" in human.stdout
+    assert human.stdout.startswith("1 runs on 1 chunks: 1 ok, 0 failed\n  web_5xx@")
+    assert "peak RSS" not in human.stdout  # every run only with --verbose
+    verbose = run("substream", "test", web_5xx.__file__, "--blob", str(blob), "--verbose")
+    assert ": ok\n" in verbose.stdout and "peak RSS" in verbose.stdout
+    assert "1 row, " in verbose.stdout
 
 
 def test_a_failing_plugin_exits_non_zero_with_its_verdict(tmp_path: Path) -> None:
@@ -78,7 +84,7 @@ def test_an_epoch_range_from_a_devnode(
     done = run("substream", "test", web_5xx.__file__, "--devnode", node.url, "--dc", "dc1",
                "--start", "1700000000", "--end", "1700000002", "--json")  # fmt: skip
     assert done.returncode == 0, done.stderr
-    reports = json.loads(done.stdout)
+    reports = json.loads(done.stdout)["runs"]
     # Only the web chunks: the harness matches types as the companion does.
     assert [r["key"] for r in reports] == ["1700000000:dc1:web:main:0", "1700000001:dc1:web:main:0"]
     assert all(r["verdict"] == "ok" and len(r["result"]) == 1 for r in reports)

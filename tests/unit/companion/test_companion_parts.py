@@ -70,10 +70,11 @@ def test_statistics_merge_across_workers_with_percentiles() -> None:
     b.count("chunks_shed")
     merged = merge([a.snapshot(), b.snapshot()])
     s = merged["substreams"]["s"]
-    assert (s["runs"], s["ok"], s["failures"]) == (100, 90, {"timeout": 10, "shed": 1})
+    # a shed result is counted apart: the plugin did not run, so it is not its failure
+    assert (s["runs"], s["ok"], s["failures"], s["shed"]) == (100, 90, {"timeout": 10}, 1)
     assert s["p50_ms"] == pytest.approx(10.0)
     assert s["p99_ms"] == pytest.approx(1000.0)
-    assert s["last_error"] == "shed: queue full"
+    assert s["last_error"] == "timeout: 1s"
     assert merged["workers"] == 2 and merged["counters"]["chunks_shed"] == 1
     assert percentile([], 0.5) is None
     assert percentile([3.0, 1.0, 2.0], 0.5) == 2.0
@@ -83,6 +84,8 @@ def test_the_status_page_shows_each_substream_its_state_and_plots() -> None:
     stats = WorkerStats()
     stats.record_run("web_5xx", "ok", 0.02, key="1:d:web::0")
     stats.record_run("slow", "timeout", 1.0, key="1:d:web::0", error="timeout: <1s>")
+    for _ in range(3):
+        stats.record_run("web_5xx", "shed", 0.0, key="2:d:web::0", error="shed: overload")
     page = render_status(
         node="dev1",
         merged=merge([stats.snapshot()]),
@@ -96,6 +99,10 @@ def test_the_status_page_shows_each_substream_its_state_and_plots() -> None:
     )
     assert 'data-name="web_5xx" data-state="enabled"' in page
     assert 'data-name="slow" data-state="disabled"' in page
+    # issue 21: shed apart from the plugin's failures; the page reloads itself
+    web = page[page.index('data-name="web_5xx"') :]
+    assert '<td class="failures">none</td><td class="shed">3</td>' in web
+    assert '<meta http-equiv="refresh" content="10">' in page
     assert "timeout: &lt;1s&gt;" in page  # escaped
     assert "plugins/broken.py" in page and "load failed" in page
     assert page.count('<svg class="plot') == 4
