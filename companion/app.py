@@ -278,6 +278,10 @@ def _node_view(request: Request) -> dict[str, Any]:
     # What the registry mirror installed and rejected (unsigned, untrusted key, bad
     # signature, does not load in the sandbox), with why.
     view["registry"] = read_status(settings.registry_dir)
+    # The plugin files and entry points that did not load, with why (`riak-events status`).
+    view["load_failed"] = [
+        {"origin": f.origin, "reason": f.reason} for f in state.engine.plugins.report.failures
+    ]
     # Substreams disabled on this node (name -> version, reason, at): `substream status`.
     view["disabled"] = state.engine.disabled.all()
     # The auditor's cursor per dc (the oldest epoch not yet confirmed complete, its lag).

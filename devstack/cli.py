@@ -2,18 +2,24 @@
 
     riak-events dev up                       # foreground: merged log, Ctrl-C stops it all
     riak-events dev up --detach --loadgen    # background, with a load generator
-    riak-events dev status [--json]
+    riak-events dev status [--json]          # what runs, or why the last stack ended
+    riak-events dev stop companion           # one process; the others run on
+    riak-events dev start companion          # ... and back (restart: both)
     riak-events dev down
 
 Every option is also an environment variable ``RIAK_EVENTS_DEV_<COMMAND>_<OPTION>``.
 The data directory (default ``$XDG_STATE_HOME/riak-events/dev``, i.e.
 ``~/.local/state/riak-events/dev``: outside any source tree, and found again by
 ``status`` and ``down`` from any directory) holds every process's data, configs and
-logs, and the state file (:mod:`devstack.state`).
+logs, and the state file (:mod:`devstack.state`). ``up`` writes the context file
+(``$RIAK_EVENTS_CONTEXT``, default ``~/.config/riak-events/context.toml``;
+:mod:`eventstore.context`) with the stack's addresses, so every command finds a stack on
+``--free-ports`` without flags; the stack's end removes it.
 
 Exit status: ``up`` 0 after a clean stop, 1 when a process failed to start or died;
-``status`` 0 when every process is healthy, 1 when one is not, 3 when no stack runs;
-``down`` 0 (also when nothing ran).
+``status`` 0 when every process is healthy, 1 when one is not (a process stopped with
+``dev stop`` included), 3 when no stack runs; ``stop|start|restart`` 0 done, 1 refused
+or failed, 3 when no stack runs; ``down`` 0 (also when nothing ran).
 """
 
 from __future__ import annotations
@@ -32,8 +38,10 @@ from typing import Any, TextIO
 import click
 
 from devstack import supervisor
+from devstack.control import ACTIONS, send
 from devstack.errors import DevStackError
-from devstack.state import read_state
+from devstack.state import read_ended, read_state
+from eventstore.context import context_path
 from eventstore.options import json_option
 
 __all__ = ["dev"]
@@ -102,6 +110,7 @@ def up(  # noqa: PLR0917 (one parameter per click option)
         zk_root=zk_root,
         loadgen_rate=loadgen_rate if loadgen else 0.0,
         free_ports=free_ports,
+        context_file=context_path(os.environ),
     )
     if detach:
         argv = ["up", "--data-dir", str(data_dir), "--zk-root", zk_root]
@@ -141,18 +150,28 @@ def _detach(data_dir: Path, argv: list[str], timeout_s: float = 180.0) -> None:
     while time.monotonic() < deadline:
         state = read_state(data_dir)
         if state and state.get("pid") == child.pid and state.get("phase") == "running":
-            click.echo(supervisor.banner(state["endpoints"], detached=True))
+            click.echo(
+                supervisor.banner(state["endpoints"], detached=True, context=state.get("context"))
+            )
             return
         if child.poll() is not None:
-            tail = _tail(log, start_size)
-            raise click.ClickException(
-                f"the dev stack did not start (exit {child.returncode}):\n{tail}"
-            )
+            raise click.ClickException(_why_not_started(log, start_size, child.returncode))
         time.sleep(0.2)
     child.send_signal(signal.SIGTERM)
     raise click.ClickException(
         f"the dev stack was not up after {timeout_s:g} s; stopping it. Log: {log}"
     )
+
+
+def _why_not_started(log: Path, offset: int, code: int) -> str:
+    """The detached supervisor's failure, as ``dev up`` in the foreground says it: its
+    own one-line error as is (without a second ``Error:``), else its log's tail."""
+    tail = _tail(log, offset).splitlines()
+    errors = [line.removeprefix("Error: ") for line in tail if line.startswith("Error: ")]
+    if len(errors) == 1 and len(tail) == 1:
+        return errors[0]
+    text = "\n".join(line.removeprefix("Error: ") for line in tail)
+    return f"the dev stack did not start (exit {code}; log {log}):\n{text}"
 
 
 def _tail(path: Path, offset: int, lines: int = 25) -> str:
@@ -191,10 +210,15 @@ def status(data_dir: Path, as_json: bool) -> None:
     logging.getLogger("httpx").setLevel(logging.WARNING)  # not a line per health probe
     state = read_state(data_dir)
     if state is None:
+        ended = read_ended(data_dir)
         if as_json:
-            click.echo(json.dumps({"data_dir": str(data_dir), "running": False}))
+            report = {"data_dir": str(data_dir), "running": False}
+            if ended is not None:
+                report["ended"] = ended.get("ended")
+            click.echo(json.dumps(report))
         else:
-            click.echo(f"no dev stack runs from {data_dir}", err=True)
+            last = f"; {supervisor.ended_text(ended)}" if ended is not None else ""
+            click.echo(f"no dev stack runs from {data_dir}{last}", err=True)
         raise SystemExit(3)
     report = supervisor.describe(state)
     click.echo(json.dumps(report, indent=2) if as_json else _status_text(report))
@@ -215,3 +239,45 @@ def _status_text(report: dict[str, Any]) -> str:
         lines.append(f"  {name:<10} {p['pid'] or '-':>7}  {p['health']:<24} {p['endpoint'] or ''}")
     lines.append(f"  status page: {report['endpoints'].get('status_page', '-')}")
     return "\n".join(lines)
+
+
+def _one_process(action: str) -> click.Command:
+    """``dev stop|start|restart PROCESS``: asked of the stack's supervisor."""
+
+    @click.command(action, help=f"{action.capitalize()} one process of the stack; the "
+                   "others run on (PROCESS: zookeeper, devnode, companion, relocator, "
+                   "loadgen).")  # fmt: skip
+    @click.argument("process", type=click.Choice(["zookeeper", "devnode", "companion",
+                                                  "relocator", "loadgen"]))  # fmt: skip
+    @_DATA_DIR
+    @click.option("--timeout-s", type=click.FloatRange(min=1), default=150.0, show_default=True,
+                  help="How long to wait for the supervisor (a start waits for its "
+                  "health check).")  # fmt: skip
+    def command(process: str, data_dir: Path, timeout_s: float) -> None:
+        data_dir = data_dir.expanduser().absolute()
+        state = read_state(data_dir)
+        if state is None:
+            click.echo(f"no dev stack runs from {data_dir}", err=True)
+            raise SystemExit(3)
+        pid, start = state.get("pid"), state.get("pid_start")
+        if not supervisor.same_process(pid, start):
+            raise click.ClickException(
+                f"the supervisor of the stack in {data_dir} (pid {pid}) is gone: dev down "
+                f"--data-dir {data_dir}, then dev up"
+            )
+        answer = send(data_dir, action, process, timeout_s=timeout_s,
+                      alive=lambda: supervisor.same_process(pid, start))  # fmt: skip
+        if answer is None:
+            raise click.ClickException(
+                f"the supervisor (pid {pid}) did not answer in {timeout_s:g} s; log: "
+                f"{data_dir / 'dev.log'} (detached) or its terminal"
+            )
+        if not answer.get("ok"):
+            raise click.ClickException(str(answer.get("message")))
+        click.echo(str(answer.get("message")))
+
+    return command
+
+
+for _action in ACTIONS:
+    dev.add_command(_one_process(_action))

@@ -19,6 +19,9 @@ Failure semantics: a process that does not become healthy raises :class:`StartFa
 naming it and its log; the caller stops what started (:meth:`DevStack.stop` stops
 whatever was started, in any state). Ports are checked before anything starts
 (:func:`ports_in_use`), so a port taken by another program is one line, not a log.
+One process can be stopped and started again while the others run
+(:meth:`DevStack.stop_process`, :meth:`DevStack.start_process`: ``dev stop|start``); a
+process stopped so is not an exit that ends the stack (:meth:`DevStack.exited`).
 """
 
 from __future__ import annotations
@@ -84,7 +87,18 @@ def free_ports() -> Ports:
 
 
 def _bindable(port: int, kind: int) -> bool:
+    """Whether a daemon can bind ``port`` now, binding it the way the daemons do.
+
+    Every TCP listener of the stack sets ``SO_REUSEADDR`` (uvicorn's and uvloop's
+    ``create_server`` for the devnode, gunicorn for the companion, ``socketserver`` with
+    ``allow_reuse_address`` for the relocator's intake and ops ports, ZooKeeper's
+    ``NIOServerCnxnFactory``), so connections in TIME_WAIT from a stack that just
+    stopped do not keep it from binding, while a socket that listens does. The
+    relocator's UDP socket binds without it (UDP has no TIME_WAIT).
+    """
     with socket.socket(socket.AF_INET, kind) as s:
+        if kind == socket.SOCK_STREAM:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             s.bind(("127.0.0.1", port))
         except OSError:
@@ -93,7 +107,8 @@ def _bindable(port: int, kind: int) -> bool:
 
 
 def ports_in_use(ports: Ports, *, zookeeper: bool) -> list[tuple[str, int]]:
-    """The (what, port) pairs that cannot be bound on 127.0.0.1 now."""
+    """The (what, port) pairs that a daemon could not bind on 127.0.0.1 now
+    (:func:`_bindable`)."""
     wanted = {k: v for k, v in asdict(ports).items() if zookeeper or k != "zookeeper"}
     return [
         (name.replace("_", " "), port)
@@ -119,6 +134,8 @@ class StackOptions:
         zookeeper: hosts of a ZooKeeper to use instead (``""``: none).
         zk_root: the root znode of every daemon.
         loadgen_rate: events per second of a load generator (0: none).
+        context_file: the context file to write the stack's addresses to once it runs
+            (removed when it ends; ``eventstore.context``), None: none.
     """
 
     data_dir: Path
@@ -130,6 +147,7 @@ class StackOptions:
     loadgen_rate: float = 0.0
     loadgen_dcs: str = "ams1,ams4"
     relocator_grace_s: float = 1.0
+    context_file: Path | None = None
 
 
 class LoadgenProcess(ServerProcess):
@@ -170,6 +188,8 @@ class DevStack:
     pair: Stack | None = None
     relocator: RelocatorProcess | None = None
     loadgen: LoadgenProcess | None = None
+    #: The processes stopped by :meth:`stop_process` (``dev stop``), not yet started.
+    stopped: set[str] = field(default_factory=set)
     _starting: list[ServerProcess] = field(default_factory=list)
 
     @property
@@ -314,12 +334,51 @@ class DevStack:
 
     def exited(self) -> dict[str, int | None]:
         """The processes that were started and are no longer running (reaped, stopped
-        for good), with their exit codes."""
+        for good), with their exit codes; those stopped by :meth:`stop_process` are not
+        among them."""
         gone: dict[str, int | None] = {}
         for name, process in self.processes().items():
-            if not process.running:
+            if name not in self.stopped and not process.running:
                 gone[name] = process.stop()
         return gone
+
+    def _process(self, name: str) -> ServerProcess:
+        process = self.processes().get(name)
+        if process is None:
+            known = ", ".join(self.processes())
+            raise DevStackError(f"no {name} in this stack (it runs: {known})")
+        return process
+
+    def stop_process(self, name: str) -> int | None:
+        """Stop one process (SIGTERM, then SIGKILL of its group); the others run on.
+
+        Returns:
+            Its exit code (None: it was not running).
+
+        Raises:
+            DevStackError: the stack has no such process.
+        """
+        process = self._process(name)
+        self.stopped.add(name)
+        return process.stop()
+
+    def start_process(self, name: str) -> None:
+        """Start again a process stopped by :meth:`stop_process`, as it was started
+        (same command, ports, data and log), and wait for its health check.
+
+        Raises:
+            DevStackError: no such process, or it runs.
+            StartFailed: it did not start (it stays stopped).
+        """
+        process = self._process(name)
+        if process.running:
+            raise DevStackError(f"{name} already runs (pid {process.pid})")
+        try:
+            process.start()
+        except RuntimeError as e:
+            first = str(e).splitlines()[0] if str(e) else type(e).__name__
+            raise StartFailed(name, first.removeprefix(name).strip(), process.log_path) from e
+        self.stopped.discard(name)
 
     def stop(self) -> None:
         """Stop whatever was started, producer first, ZooKeeper last (never raises for

@@ -7,6 +7,11 @@ read by ``dev up --detach`` (to know when the stack is up), ``dev status`` and
 the endpoints. The supervisor removes it when everything has stopped; a file left
 behind by a supervisor that was killed names the process groups ``dev down`` must
 still end.
+
+When a stack ends, its last state, with phase ``ended`` and ``ended`` = ``{at, reason,
+exit_status}`` (``reason``: "companion exited with status -9", "SIGINT (Ctrl-C)",
+"dev down"...), is kept in ``<data_dir>/dev-stack-ended.json`` (:func:`write_ended`),
+so ``dev status`` can say why the last stack ended.
 """
 
 from __future__ import annotations
@@ -17,26 +22,52 @@ import os
 from pathlib import Path
 from typing import Any
 
-__all__ = ["STATE_FILE", "read_state", "remove_state", "write_state"]
+__all__ = [
+    "ENDED_FILE",
+    "STATE_FILE",
+    "read_ended",
+    "read_state",
+    "remove_state",
+    "write_ended",
+    "write_state",
+]
 
 STATE_FILE = "dev-stack.json"
+ENDED_FILE = "dev-stack-ended.json"
+
+
+def _write(path: Path, value: dict[str, Any]) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(value, indent=2) + "\n")
+    tmp.replace(path)
+
+
+def _read(path: Path) -> dict[str, Any] | None:
+    with contextlib.suppress(OSError, ValueError):
+        value = json.loads(path.read_text())
+        if isinstance(value, dict):
+            return value
+    return None
 
 
 def write_state(data_dir: Path, state: dict[str, Any]) -> None:
     """Replace the state file with ``state`` (JSON), atomically."""
-    path = data_dir / STATE_FILE
-    tmp = data_dir / f".{STATE_FILE}.{os.getpid()}.tmp"
-    tmp.write_text(json.dumps(state, indent=2) + "\n")
-    tmp.replace(path)
+    _write(data_dir / STATE_FILE, state)
 
 
 def read_state(data_dir: Path) -> dict[str, Any] | None:
     """The state file's content, or None when there is none (or it is not JSON)."""
-    with contextlib.suppress(OSError, ValueError):
-        value = json.loads((data_dir / STATE_FILE).read_text())
-        if isinstance(value, dict):
-            return value
-    return None
+    return _read(data_dir / STATE_FILE)
+
+
+def write_ended(data_dir: Path, state: dict[str, Any]) -> None:
+    """Keep ``state`` (phase ``ended``, with ``ended``) as the last stack's, atomically."""
+    _write(data_dir / ENDED_FILE, state)
+
+
+def read_ended(data_dir: Path) -> dict[str, Any] | None:
+    """The last ended stack's state, or None."""
+    return _read(data_dir / ENDED_FILE)
 
 
 def remove_state(data_dir: Path) -> None:

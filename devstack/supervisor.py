@@ -6,9 +6,12 @@
     check every port                          -> PortsInUse naming each
     follow every log file; state "starting"
     start the processes in order              -> state gets each pid as it is healthy
-    state "running"; print the endpoints
-    until SIGINT / SIGTERM / SIGHUP, or a process exits (loadgen alone may end)
-    state "stopping"; stop in reverse order; remove the state file; unlock
+    state "running"; write the context file; print the endpoints
+    until SIGINT / SIGTERM / SIGHUP, or a process exits (loadgen alone may end);
+      meanwhile do each `dev stop|start|restart PROCESS` request (devstack.control)
+    state "stopping"; stop in reverse order; remove the context file
+    keep the state as the ended record, with why (devstack.state.write_ended);
+    remove the state file; unlock
 
 Signals only set a flag: a start in progress finishes (or fails) first, then the
 stack is stopped, so no half-started process is left without an owner.
@@ -33,7 +36,8 @@ from typing import Any, TextIO
 import httpx
 
 from companion.testing import process_alive
-from devstack.errors import PortsInUse, StackRunning, StartFailed
+from devstack.control import reply, take_requests
+from devstack.errors import DevStackError, PortsInUse, StackRunning, StartFailed
 from devstack.logs import LogMerger
 from devstack.stack import (
     DEFAULT_PORTS,
@@ -43,11 +47,21 @@ from devstack.stack import (
     ports_in_use,
 )
 from devstack.stack import free_ports as pick_free_ports
-from devstack.state import remove_state, write_state
+from devstack.state import read_ended, remove_state, write_ended, write_state
+from eventstore.context import remove_context, write_context
 from eventstore.dirlock import DirectoryLocked, lock_directory
 from relocator.testing import four_letter, zookeeper_available
 
-__all__ = ["PortsInUse", "StackRunning", "banner", "describe", "options_for", "run", "stop_stack"]
+__all__ = [
+    "PortsInUse",
+    "StackRunning",
+    "banner",
+    "describe",
+    "ended_text",
+    "options_for",
+    "run",
+    "stop_stack",
+]
 
 
 def options_for(
@@ -59,6 +73,7 @@ def options_for(
     zk_root: str,
     loadgen_rate: float,
     free_ports: bool,
+    context_file: Path | None = None,
 ) -> StackOptions:
     """The stack's options from ``dev up``'s: ZooKeeper is started only when neither
     given nor refused, and Debian's package and kazoo are installed."""
@@ -71,6 +86,7 @@ def options_for(
         zookeeper="" if no_zookeeper else (zookeeper or ""),
         zk_root=zk_root,
         loadgen_rate=loadgen_rate,
+        context_file=context_file,
     )
 
 
@@ -89,12 +105,21 @@ def same_process(pid: int | None, start: int | None) -> bool:
     return start is None or _start_time(pid) == start
 
 
+#: How the end reason names a signal.
+_SIGNALS = {signal.SIGINT: "SIGINT (Ctrl-C)", signal.SIGTERM: "SIGTERM", signal.SIGHUP: "SIGHUP"}
+
+
 @contextlib.contextmanager
-def _stop_on_signals(stop: threading.Event) -> Iterator[None]:
-    signals = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+def _stop_on_signals(stop: threading.Event, why: dict[str, str]) -> Iterator[None]:
+    signals = tuple(_SIGNALS)
     previous = {s: signal.getsignal(s) for s in signals}
+
+    def on_signal(signum: int, frame: object) -> None:
+        why.setdefault("reason", _SIGNALS.get(signal.Signals(signum), f"signal {signum}"))
+        stop.set()
+
     for s in signals:
-        signal.signal(s, lambda signum, frame: stop.set())
+        signal.signal(s, on_signal)
     try:
         yield
     finally:
@@ -131,8 +156,21 @@ def _warnings_only(line: str) -> bool:
     return " WARN " in line or " ERROR " in line
 
 
+def _context_values(endpoints: dict[str, Any]) -> dict[str, Any]:
+    """What the context file holds for the stack of ``endpoints``."""
+    values: dict[str, Any] = {
+        "nodes": [endpoints["riak"]],
+        "companions": [endpoints["companion"]],
+        "relocators": [endpoints["relocator_ops"]],
+    }
+    if endpoints.get("zookeeper"):
+        values.update(zookeeper=endpoints["zookeeper"], zk_root=endpoints["zk_root"])
+    return values
+
+
 def _supervise(options: StackOptions, out: TextIO) -> int:
     stop = threading.Event()
+    why: dict[str, str] = {}
     merger = LogMerger(out)
     state: dict[str, Any] = {
         "version": 1,
@@ -160,36 +198,98 @@ def _supervise(options: StackOptions, out: TextIO) -> int:
         merger.follow(name, path, _warnings_only if name == "zookeeper" else None)
     merger.start()
     code = 0
-    with _stop_on_signals(stop):
+    context = options.context_file
+    with _stop_on_signals(stop, why):
         write_state(options.data_dir, state)
         try:
             merger.say("dev", f"starting in {options.data_dir} ({', '.join(stack.log_files())})")
             stack.start(should_stop=stop.is_set)
             if not stop.is_set():
+                if context is not None:
+                    written = write_context(
+                        context,
+                        _context_values(state["endpoints"]),
+                        dev_stack=str(options.data_dir),
+                    )
+                    state["context"] = {"file": str(context), "written": written}
                 state["phase"] = "running"
                 write_state(options.data_dir, state)
-                merger.say("dev", banner(state["endpoints"], detached=False))
-                code = _watch(stack, state, options.data_dir, merger, stop)
+                merger.say(
+                    "dev", banner(state["endpoints"], detached=False, context=state.get("context"))
+                )
+                code = _watch(stack, state, options.data_dir, merger, stop=stop, why=why)
         except StartFailed as e:
             merger.say("dev", f"error: {e}")
+            why.setdefault("reason", str(e))
             code = 1
         finally:
             state["phase"] = "stopping"
             write_state(options.data_dir, state)
             merger.say("dev", "stopping")
             stack.stop()
+            if context is not None:
+                remove_context(context, dev_stack=str(options.data_dir))
             merger.say("dev", "stopped")
             merger.stop()
+            state["phase"] = "ended"
+            state["ended"] = {"at": time.time(), "reason": why.get("reason", "?"),
+                              "exit_status": code}  # fmt: skip
+            write_ended(options.data_dir, state)
             remove_state(options.data_dir)
     return code
 
 
+def _control(stack: DevStack, state: dict[str, Any], request: dict[str, Any]) -> str:
+    """Do one ``dev stop|start|restart PROCESS`` request; returns what was done.
+
+    Raises:
+        DevStackError: it could not be done (no such process, it did not start...).
+    """
+    name, action = str(request["process"]), str(request["action"])
+    done = []
+    if action in ("stop", "restart"):
+        code = stack.stop_process(name)
+        state["processes"].setdefault(name, {})["stopped"] = f"dev {action}"
+        done.append(f"{name} stopped" + ("" if code is None else f" (exit {code})"))
+    if action in ("start", "restart"):
+        stack.start_process(name)
+        process = stack.processes()[name]
+        info = state["processes"].setdefault(name, {})
+        info.pop("stopped", None)
+        info.update(pid=process.pid, start=_start_time(process.pid or 0), log=str(process.log_path))
+        done.append(f"{name} started (pid {process.pid})")
+    if not done:
+        raise DevStackError(f"unknown action {action!r}")
+    return "; ".join(done)
+
+
+def _serve_requests(
+    stack: DevStack, state: dict[str, Any], data_dir: Path, merger: LogMerger
+) -> None:
+    for request in take_requests(data_dir):
+        try:
+            message, ok = _control(stack, state, request), True
+        except DevStackError as e:
+            message, ok = str(e), False
+        write_state(data_dir, state)
+        merger.say("dev", f"dev {request['action']} {request['process']}: {message}")
+        reply(data_dir, str(request["id"]), ok=ok, message=message)
+
+
 def _watch(
-    stack: DevStack, state: dict[str, Any], data_dir: Path, merger: LogMerger, stop: threading.Event
+    stack: DevStack,
+    state: dict[str, Any],
+    data_dir: Path,
+    merger: LogMerger,
+    *,
+    stop: threading.Event,
+    why: dict[str, str],
 ) -> int:
     """Wait for a signal (0) or a process that exits (1; the load generator alone may
-    end, the stack runs on)."""
+    end, the stack runs on; one stopped by ``dev stop`` is not an exit), doing the
+    ``dev stop|start|restart`` requests meanwhile."""
     while not stop.wait(0.5):
+        _serve_requests(stack, state, data_dir, merger)
         gone = stack.exited()
         if not gone:
             continue
@@ -201,14 +301,21 @@ def _watch(
             continue
         what = ", ".join(f"{name} (exit {rc})" for name, rc in gone.items())
         merger.say("dev", f"error: {what} exited; stopping the stack")
+        why.setdefault(
+            "reason", ", ".join(f"{name} exited with status {rc}" for name, rc in gone.items())
+        )
         return 1
     return 0
 
 
-def banner(endpoints: dict[str, Any], *, detached: bool) -> str:
-    """What ``dev up`` prints once everything is up: the endpoints and what to try."""
+def banner(
+    endpoints: dict[str, Any], *, detached: bool, context: dict[str, Any] | None = None
+) -> str:
+    """What ``dev up`` prints once everything is up: the endpoints, the context file
+    and what to try (without address flags when the context holds them)."""
     riak = endpoints["riak"]
     zk = endpoints["zookeeper"]
+    in_context = bool(context and context.get("written"))
     lines = [
         f"dev stack up (data, configs and logs in {endpoints['data_dir']}):",
         f"  riak (devnode)  {riak}",
@@ -221,16 +328,32 @@ def banner(endpoints: dict[str, Any], *, detached: bool) -> str:
         "'riak-events[zookeeper]'; or --zookeeper HOSTS)",
         f"  plugins         {', '.join(endpoints['plugin_dirs'])} (hot reloaded) and the "
         "installed examples",
-        "try:",
-        f"  riak-events read --node {riak} --dc ams4 --start now-1m --end now",
-        f"  riak-events status --node {riak} --companion {endpoints['companion']} "
-        f"--relocator {endpoints['relocator_ops']}",
     ]
+    if context is not None:
+        lines.append(
+            f"  context         {context['file']} (every riak-events command's addresses)"
+            if in_context
+            else f"  context         {context['file']} is your own: not changed (give the "
+            "addresses as flags)"
+        )
+    lines.append("try:")
+    if in_context:
+        lines += [
+            "  riak-events read --dc ams4 --start now-1m --end now",
+            "  riak-events status",
+        ]
+    else:
+        lines += [
+            f"  riak-events read --node {riak} --dc ams4 --start now-1m --end now",
+            f"  riak-events status --node {riak} --companion {endpoints['companion']} "
+            f"--relocator {endpoints['relocator_ops']}",
+        ]
     data_dir = f" --data-dir {endpoints['data_dir']}"
     lines.append(
-        f"riak-events dev status{data_dir} / dev down{data_dir}"
+        f"riak-events dev status{data_dir} / dev stop|start|restart PROCESS{data_dir} / "
+        f"dev down{data_dir}"
         if detached
-        else "Ctrl-C stops everything."
+        else f"Ctrl-C stops everything (dev stop|start|restart PROCESS{data_dir}: one process)."
     )
     return "\n".join(lines)
 
@@ -272,11 +395,13 @@ def describe(state: dict[str, Any]) -> dict[str, Any]:
     }
     processes = {}
     for name, info in state.get("processes", {}).items():
-        running = same_process(info.get("pid"), info.get("start"))
+        stopped = info.get("stopped")
+        running = not stopped and same_process(info.get("pid"), info.get("start"))
+        health = _probe(name, endpoints) if running else "not running"
         processes[name] = {
-            "pid": info.get("pid"),
+            "pid": None if stopped else info.get("pid"),
             "running": running,
-            "health": _probe(name, endpoints) if running else "not running",
+            "health": f"stopped ({stopped})" if stopped else health,
             "endpoint": shown.get(name),
             "log": info.get("log"),
         }
@@ -321,5 +446,24 @@ def stop_stack(data_dir: Path, state: dict[str, Any], *, timeout_s: float) -> li
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(info["pid"], signal.SIGKILL)
             killed.append(name)
+    ended = read_ended(data_dir)
+    if (
+        ended is None
+        or ended.get("pid") != pid
+        or ended.get("started_at") != state.get("started_at")
+    ):
+        ended = {**state, "phase": "ended", "ended": {"at": time.time(), "exit_status": None}}
+    ended["ended"]["reason"] = "dev down" + (f" (killed: {', '.join(killed)})" if killed else "")
+    write_ended(data_dir, ended)
+    context = (state.get("context") or {}).get("file")
+    if context:
+        remove_context(Path(context), dev_stack=str(state.get("data_dir")))
     remove_state(data_dir)
     return killed
+
+
+def ended_text(ended: dict[str, Any]) -> str:
+    """Why the last stack of a data directory ended, in words."""
+    info = ended.get("ended") or {}
+    at = time.strftime("%Y-%m-%d %H:%M:%SZ", time.gmtime(float(info.get("at") or 0)))
+    return f"the last one (supervisor pid {ended.get('pid')}) ended at {at}: {info.get('reason')}"

@@ -6,6 +6,10 @@ session of its own with its output in ``DIR.log``, waits until the state file sa
 ``running``, and gives the state (pids, endpoints). :meth:`DevUpProcess.interrupt` sends
 SIGINT as Ctrl-C does and waits for a clean exit; ``stop`` (SIGTERM, then SIGKILL of its
 group) is the fallback. :func:`run_dev` runs one ``riak-events dev ...`` command to its end.
+
+Both give the stack a context file of its own, ``<data_dir>.context.toml``
+(:func:`context_file_for`, through ``RIAK_EVENTS_CONTEXT``): a test never writes the
+developer's ``~/.config/riak-events/context.toml``.
 """
 
 from __future__ import annotations
@@ -20,12 +24,31 @@ from typing import Any
 from devstack.state import read_state
 from eventstore.process_harness import ServerProcess, environment_without
 
-__all__ = ["DevUpProcess", "group_alive", "riak_events", "run_dev"]
+__all__ = [
+    "DevUpProcess",
+    "context_file_for",
+    "dev_environment",
+    "group_alive",
+    "riak_events",
+    "run_dev",
+]
 
 
 def riak_events() -> str:
     """The ``riak-events`` script of this interpreter's environment."""
     return str(Path(sys.executable).with_name("riak-events"))
+
+
+def context_file_for(data_dir: Path) -> Path:
+    """The context file a test stack of ``data_dir`` writes: next to it, not the user's."""
+    return data_dir.with_name(data_dir.name + ".context.toml")
+
+
+def dev_environment(data_dir: Path | None) -> dict[str, str]:
+    """This environment without ``RIAK_EVENTS_*``, plus the stack's own context file
+    (none at all without a data directory)."""
+    context = "" if data_dir is None else str(context_file_for(data_dir))
+    return {**environment_without(), "RIAK_EVENTS_CONTEXT": context}
 
 
 def group_alive(pgid: int) -> bool:
@@ -67,7 +90,7 @@ class DevUpProcess(ServerProcess):
             [*argv, *self.args],
             healthy=self._running,
             timeout_s=self._start_timeout_s,
-            env=environment_without(),
+            env=dev_environment(self.data_dir),
             what="running",
             poll_interval_s=0.2,
         )
@@ -95,10 +118,12 @@ class DevUpProcess(ServerProcess):
 
 
 def run_dev(*args: str, timeout_s: float = 180.0) -> subprocess.CompletedProcess[str]:
-    """Run ``riak-events dev ARGS`` to its end; text output captured."""
+    """Run ``riak-events dev ARGS`` to its end; text output captured; the context file is
+    :func:`context_file_for` the ``--data-dir`` given."""
+    data_dir = Path(args[args.index("--data-dir") + 1]) if "--data-dir" in args else None
     return subprocess.run(
         [riak_events(), "dev", *args],
-        env=environment_without(),
+        env=dev_environment(data_dir),
         capture_output=True,
         text=True,
         timeout=timeout_s,

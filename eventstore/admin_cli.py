@@ -2,6 +2,7 @@
 back as an operator reads it.
 
     riak-events chunk get 1700000000:ams4:web:main:1000000000000     # events, JSON Lines
+    riak-events chunk get KEY --json                                 # one JSON array
     riak-events chunk get KEY --raw > chunk.srl                      # the stored bytes
     riak-events chunk ls 1700000000 ams4 [--json]                    # its chunk keys
     riak-events metadata get 2026-11-22T10:00:00Z ams4 [--json]      # the metadata
@@ -118,12 +119,16 @@ def chunk() -> None:
     show_default=True,
     help="How Perl binary strings decode.",
 )
-def chunk_get(key: str, node: str, raw: bool, binary: str) -> None:
-    """Print the events of chunk KEY (``epoch:dc:type:subtype:chunk``), one JSON per line."""
+@json_option
+def chunk_get(key: str, node: str, raw: bool, binary: str, as_json: bool) -> None:
+    """Print the events of chunk KEY (``epoch:dc:type:subtype:chunk``), one JSON per line
+    (--json: one JSON array, as ``sereal decode`` prints the stored blob)."""
     try:
         chunk_key = ChunkKey.parse(key)
     except EventStoreError as e:
         raise click.BadParameter(str(e), param_hint="KEY") from None
+    if raw and as_json:
+        raise click.UsageError("--raw writes the stored bytes; it does not go with --json")
     with _client(node) as client:
         blob = _get(client, DEFAULT_NAMESPACES.chunk_location(chunk_key), "chunk")
     if raw:
@@ -134,7 +139,11 @@ def chunk_get(key: str, node: str, raw: bool, binary: str) -> None:
         events = unpack_blob(blob, key=key, binary=binary)
     except EventStoreError as e:
         raise click.ClickException(str(e)) from None
-    for event in events if isinstance(events, list) else [events]:
+    listed = events if isinstance(events, list) else [events]
+    if as_json:
+        click.echo(json.dumps(to_json(listed), ensure_ascii=False))
+        return
+    for event in listed:
         click.echo(json.dumps(to_json(event), ensure_ascii=False, separators=(",", ":")))
 
 

@@ -5,22 +5,47 @@ each package declares its click commands in the ``riak_events.commands`` entry-p
 of pyproject.toml, so a new package adds commands without touching this module. Every
 option can also be given as an environment variable ``RIAK_EVENTS_<COMMAND>_<OPTION>``.
 
+The context (``eventstore.context``: ``RIAK_EVENTS_NODE``, ``..._ZOOKEEPER``,
+``..._COMPANION``, ``..._RELOCATOR``, ``..._ZK_ROOT`` and the context file that
+``riak-events dev up`` writes) gives the defaults of ``--node``, ``--zookeeper``,
+``--zk-root``, ``--companion`` and ``--relocator`` of every command but the daemons and
+``dev`` (:func:`eventstore.options.apply_context`).
+
 Error policy: a failure a command did not turn into a message of its own is printed as
 one line (``Error: <what>: <message>``) with exit status 1; the traceback is shown only
 with ``riak-events --debug <command> ...`` (or ``RIAK_EVENTS_DEBUG=1``). Ctrl-C exits
-with status 130 and no traceback.
+with status 130 and no traceback. A reader that goes away (``... | head``) ends the
+command quietly with status 141 (128 + SIGPIPE, as a process killed by SIGPIPE).
 """
 
 from __future__ import annotations
 
+import os
+import sys
 from importlib.metadata import entry_points
 from typing import Any
 
 import click
 
 from eventstore.logformat import FORMATS, configure
+from eventstore.options import apply_context
 
 ENTRY_POINT_GROUP = "riak_events.commands"
+
+#: Exit status after the reader of standard output went away (128 + SIGPIPE).
+EXIT_BROKEN_PIPE = 141
+
+
+def _quiet_broken_pipe() -> None:
+    """Point standard output at /dev/null, so that the interpreter's last flush does not
+    fail again on the closed pipe (and print "Exception ignored ...")."""
+    try:
+        fd = sys.stdout.fileno()
+    except (AttributeError, OSError, ValueError):  # not a file (a test runner's buffer)
+        return
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, fd)
+    os.close(devnull)
 
 
 class PluginGroup(click.Group):
@@ -54,6 +79,9 @@ class PluginGroup(click.Group):
         except KeyboardInterrupt:
             click.echo("interrupted", err=True)
             ctx.exit(130)
+        except BrokenPipeError:  # `riak-events ... | head`: the reader is gone
+            _quiet_broken_pipe()
+            ctx.exit(EXIT_BROKEN_PIPE)
         except Exception as e:
             if (ctx.obj or {}).get("debug"):
                 raise
@@ -84,3 +112,5 @@ def main(ctx: click.Context, log_level: str, log_format: str, debug: bool) -> No
     """riak-events: event storage on Riak KV with server-side substreams."""
     ctx.obj = {"debug": debug, "log_format": log_format}
     configure(log_level, log_format)
+    if ctx.invoked_subcommand is not None:
+        apply_context(ctx, ctx.invoked_subcommand, os.environ)

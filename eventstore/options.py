@@ -12,22 +12,31 @@ before anything is started: :func:`node_url_error` (a node given without ``http:
 :func:`check_riak_node` (a URL that does not answer as Riak), :func:`check_dc`,
 :func:`cli_range` (``--start``/``--end`` in the forms of :mod:`eventstore.ranges`).
 
-Pure click and the standard library; nothing here reads the environment except through click.
+The context (:mod:`eventstore.context`: global variables and a context file holding the
+nodes, ZooKeeper, companions and relocators) reaches every command through one place:
+the root command calls :func:`apply_context`, which turns it into click's ``default_map``
+for the command invoked, so its precedence is the flag, the command's own variable, the
+context, the built-in default; :func:`option_source` says which one gave a value.
+
+Pure click and the standard library; nothing here reads the environment except through
+click and the ``environ`` given to :func:`apply_context`.
 """
 
 from __future__ import annotations
 
 import http.client
+import json
 import os
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
 import click
 
+from eventstore.context import KEYS, LISTS, ContextError, Setting, resolve
 from eventstore.errors import InvalidName, InvalidRange
 from eventstore.names import MetadataKey
 from eventstore.ranges import EpochRange, parse_when
@@ -35,14 +44,17 @@ from eventstore.ranges import EpochRange, parse_when
 __all__ = [
     "CANONICAL",
     "DEPRECATED",
+    "NO_CONTEXT",
     "FlagEnvOption",
     "aliased_option",
+    "apply_context",
     "check_dc",
     "check_node_urls",
     "check_riak_node",
     "cli_range",
     "json_option",
     "node_url_error",
+    "option_source",
     "parse_bound",
 ]
 
@@ -62,6 +74,14 @@ CANONICAL = {
 DEPRECATED = {"--riak": "--node", "--devnode": "--node", "--zk-hosts": "--zookeeper"}
 
 _ALIAS_META = "riak_events.aliases"
+_CONTEXT_META = "riak_events.context"
+
+#: Commands that do not read the context: the daemons (their addresses are their own
+#: configuration) and ``dev``, which writes it.
+NO_CONTEXT = frozenset({"companion", "relocator", "devnode", "dev", "loadgen"})
+
+#: Option -> context key (:data:`eventstore.context.KEYS` the other way round).
+_CONTEXT_KEY = {option: key for key, option in KEYS.items()}
 
 
 class FlagEnvOption(click.Option):
@@ -140,6 +160,69 @@ def aliased_option(
     return decorate
 
 
+def context_default_map(command: click.Command, settings: dict[str, Setting]) -> dict[str, Any]:
+    """click's ``default_map`` for ``command`` (and, for a group, each subcommand):
+    parameter name -> the context's value, for each option the context covers."""
+    if isinstance(command, click.Group):
+        ctx = click.Context(command)
+        found = {}
+        for name in command.list_commands(ctx):
+            sub = command.get_command(ctx, name)
+            if sub is not None:
+                found[name] = context_default_map(sub, settings)
+        return found
+    defaults: dict[str, Any] = {}
+    for param in command.params:
+        if not isinstance(param, click.Option) or param.name is None:
+            continue
+        key = next((_CONTEXT_KEY[o] for o in param.opts if o in _CONTEXT_KEY), None)
+        if key is None or key not in settings:
+            continue
+        value = settings[key].value
+        if param.multiple:
+            defaults[param.name] = tuple(value) if key in LISTS else (value,)
+        else:
+            defaults[param.name] = value[0] if isinstance(value, tuple) else value
+    return defaults
+
+
+def apply_context(ctx: click.Context, command_name: str, environ: Mapping[str, str]) -> None:
+    """Make the context (global variables over the context file) the defaults of the
+    options of command ``command_name`` about to run under ``ctx`` (the root's).
+
+    Raises:
+        click.ClickException: the context file cannot be used (one line naming it).
+    """
+    if command_name in NO_CONTEXT or not isinstance(ctx.command, click.Group):
+        return
+    command = ctx.command.get_command(ctx, command_name)
+    if command is None:
+        return
+    try:
+        settings = resolve(environ)
+    except ContextError as e:
+        raise click.ClickException(str(e)) from None
+    if not settings:
+        return
+    ctx.meta[_CONTEXT_META] = settings
+    ctx.default_map = {command_name: context_default_map(command, settings)}
+
+
+def option_source(ctx: click.Context, param_name: str, key: str) -> str:
+    """Where the value of ``param_name`` (the option of context ``key``) came from:
+    ``"flag"``, ``"env"`` (the command's variable or a global one), ``"context"`` (the
+    context file) or ``"default"``."""
+    source = ctx.get_parameter_source(param_name)
+    if source is click.core.ParameterSource.COMMANDLINE:
+        return "flag"
+    if source is click.core.ParameterSource.ENVIRONMENT:
+        return "env"
+    if source is click.core.ParameterSource.DEFAULT_MAP:
+        setting = ctx.meta.get(_CONTEXT_META, {}).get(key)
+        return setting.source if setting is not None else "context"
+    return "default"
+
+
 def json_option(f: F) -> F:
     """``--json``: print the report or list as JSON (parameter ``as_json``)."""
     return click.option("--json", "as_json", is_flag=True, help=CANONICAL["--json"] + ".")(f)
@@ -192,10 +275,34 @@ def check_riak_node(url: str, *, timeout_s: float = 5.0) -> None:
             f"node {url}: cannot reach it ({reason}); is Riak (or the devnode) running there?"
         ) from None
     if status != 200:
+        what = _what_answers(url, timeout_s=timeout_s)
         raise click.ClickException(
-            f"node {url} does not answer as Riak: GET /ping answered HTTP {status} "
-            "(Riak's HTTP port is 8098 by default; 5000 is a companion's)"
+            f"node {url} does not answer as Riak: GET /ping answered HTTP {status}"
+            + (f"; it is {what}" if what else "")
+            + " (Riak's HTTP port is 8098 by default)"
         )
+
+
+def _what_answers(url: str, *, timeout_s: float) -> str | None:
+    """Which of our daemons answers at ``url`` (for the wrong-port hint), or None."""
+    base = url.rstrip("/")
+    probes = (
+        ("/v1/status", "a companion (its default port is 5000)", "workers"),
+        ("/status", "a relocator's ops port (its default is 9141)", "backlog"),
+    )
+    for path, what, field in probes:
+        try:
+            with urllib.request.urlopen(base + path, timeout=timeout_s) as answer:
+                body = json.loads(answer.read(1 << 20))
+        except urllib.error.HTTPError as e:
+            if e.code == 403 and path == "/v1/status":  # a companion, not for our address
+                return what
+            continue
+        except (OSError, ValueError, http.client.HTTPException):
+            continue
+        if isinstance(body, dict) and field in body:
+            return what
+    return None
 
 
 def check_dc(value: str, *, param_hint: str = "--dc", several: bool = False) -> list[str]:

@@ -33,9 +33,12 @@ def environment_without(prefixes: Sequence[str] = ("RIAK_EVENTS_",)) -> dict[str
     """This process's environment minus variables starting with ``prefixes``.
 
     The harnesses pass their settings explicitly; a ``RIAK_EVENTS_*`` variable of the
-    developer's shell must not change the server a test starts.
+    developer's shell must not change the server a test starts, and neither may the
+    developer's context file (``~/.config/riak-events/context.toml``, written by ``dev
+    up``): ``RIAK_EVENTS_CONTEXT`` is set empty, which means no file (eventstore/context.py).
     """
-    return {k: v for k, v in os.environ.items() if not k.startswith(tuple(prefixes))}
+    kept = {k: v for k, v in os.environ.items() if not k.startswith(tuple(prefixes))}
+    return kept | {"RIAK_EVENTS_CONTEXT": ""}
 
 
 class ServerProcess:

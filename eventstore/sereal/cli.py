@@ -1,7 +1,8 @@
 """``riak-events sereal``: inspect and produce Sereal documents from the shell.
 
     riak-events sereal header FILE          protocol, compression, user header
-    riak-events sereal decode FILE          the value as JSON (one document per file)
+    riak-events sereal decode FILE          the value as JSON (one document per file;
+                                            --json says so explicitly, as elsewhere)
     riak-events sereal encode [FILE]        JSON (or JSON Lines with --lines) to Sereal
 
 FILE may be ``-`` for standard input. ``header`` and ``decode`` also take a stored blob
@@ -97,8 +98,12 @@ def header_command(file: BinaryIO) -> None:
     help="How Perl binary strings decode.",
 )
 @click.option("--pretty", is_flag=True, help="Indent the JSON.")
-def decode_command(file: BinaryIO, binary: str, pretty: bool) -> None:
-    """Decode the Sereal document (or stored blob) in FILE and print it as JSON."""
+@click.option("--json", "as_json", is_flag=True,
+              help="Print the value as JSON (what decode always prints; accepted like "
+              "every command's --json).")  # fmt: skip
+def decode_command(file: BinaryIO, binary: str, pretty: bool, as_json: bool) -> None:
+    """Decode the Sereal document (or stored blob) in FILE and print it as JSON (one
+    document; ``--json`` says so explicitly)."""
     try:
         value = sereal.decode(_document(file), binary=binary)
     except sereal.SerealError as exc:

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from consumer_lib import EventsClient
-from devstack.state import read_state
+from devstack.state import read_ended, read_state
 from devstack.testing import DevUpProcess, group_alive
 from relocator.producer import TcpEmitter
 
@@ -70,3 +70,7 @@ def test_dev_up_runs_the_pipeline_and_ctrl_c_stops_every_process(tmp_path: Path)
     assert survivors == []
     assert read_state(tmp_path / "dev") is None
     assert "dev       | stopped" in stack.log_text()
+    # Why it ended stays for `dev status`.
+    ended = read_ended(tmp_path / "dev")
+    assert ended is not None and ended["ended"]["reason"] == "SIGINT (Ctrl-C)"
+    assert ended["ended"]["exit_status"] == 0

@@ -4,7 +4,9 @@ Walks every command of the installed ``riak-events`` group (entry points include
 a new command is checked too) and checks the conventions of :mod:`eventstore.options`:
 the old names (``--riak``, ``--devnode``, ``--zk-hosts``, ``--until``) exist only as
 hidden aliases next to their canonical option; ``--start`` never comes without
-``--end``; ``--json`` is a flag; commands that print a report or a list have ``--json``.
+``--end``; ``--json`` is a flag; commands that print a report or a list have ``--json``;
+every command but the daemons takes its addresses from the context
+(:mod:`eventstore.context`), with the precedence flag > variable > context > default.
 """
 
 from __future__ import annotations
@@ -18,12 +20,23 @@ import pytest
 from click.testing import CliRunner
 
 from eventstore.cli import main
-from eventstore.options import DEPRECATED, FlagEnvOption, aliased_option
+from eventstore.context import KEYS, resolve
+from eventstore.options import (
+    DEPRECATED,
+    NO_CONTEXT,
+    FlagEnvOption,
+    aliased_option,
+    apply_context,
+    option_source,
+)
 
 pytestmark = pytest.mark.unit
 
 #: Commands that print a report or a list.
-REPORTS = {"substream list", "substream test", "substream check", "spark export", "spark backfill"}
+REPORTS = {
+    "substream list", "substream test", "substream check", "spark export", "spark backfill",
+    "status", "chunk get", "chunk ls", "metadata get", "sereal decode", "dev status",
+}  # fmt: skip
 #: Old names of one command only, besides the project-wide ones.
 LOCAL_ALIASES = {"tail": {"--until": "--end"}}
 
@@ -99,6 +112,91 @@ def test_ranges_and_json_are_spelled_alike(path: str) -> None:
 @pytest.mark.parametrize("path", sorted(REPORTS))
 def test_report_commands_take_json(path: str) -> None:
     assert "--json" in options(ALL[path])
+
+
+# -- the context: one place for the addresses, read by every command -------------------
+
+CONTEXT_FILE = """
+nodes = ["http://10.0.0.1:18098", "http://10.0.0.2:18098"]
+zookeeper = "10.0.0.9:12181"
+zk_root = "/ctx-root"
+companions = ["http://10.0.0.1:15000"]
+relocators = ["http://10.0.0.3:19141"]
+"""
+
+
+@pytest.mark.parametrize("path", sorted(p for p in ALL if not isinstance(ALL[p], click.Group)))
+def test_every_command_takes_its_addresses_from_the_context(path: str, tmp_path: Path) -> None:
+    context = tmp_path / "context.toml"
+    context.write_text(CONTEXT_FILE)
+    settings = resolve({"RIAK_EVENTS_CONTEXT": str(context)})
+    top, *rest = path.split()
+    ctx = click.Context(main, info_name="riak-events", resilient_parsing=True)
+    apply_context(ctx, top, {"RIAK_EVENTS_CONTEXT": str(context)})  # as the root does
+    for i, name in enumerate([top, *rest]):
+        command = ALL[" ".join([top, *rest][: i + 1])]
+        ctx = command.make_context(name, [], parent=ctx, resilient_parsing=True)
+    named = options(ALL[path])
+    for key, flag in KEYS.items():
+        if flag not in named or named[flag].hidden:
+            continue
+        option = named[flag]
+        value = ctx.params[option.name]
+        if top in NO_CONTEXT:  # a daemon's addresses are its own configuration
+            assert value != settings[key].value and value != settings[key].value[0], path
+            continue
+        expected = settings[key].value
+        if option.multiple:
+            assert tuple(value) == (expected if isinstance(expected, tuple) else (expected,))
+        else:
+            assert value == (expected[0] if isinstance(expected, tuple) else expected), path
+        assert option_source(ctx, option.name, key) == "context", path
+
+
+@click.command("where")
+@click.option("--node", "nodes", multiple=True, cls=FlagEnvOption)
+@click.option("--zookeeper", default="127.0.0.1:2181", cls=FlagEnvOption)
+@click.pass_context
+def where(ctx: click.Context, nodes: tuple[str, ...], zookeeper: str) -> None:
+    click.echo(f"{','.join(nodes)} {option_source(ctx, 'nodes', 'nodes')}")
+    click.echo(f"{zookeeper} {option_source(ctx, 'zookeeper', 'zookeeper')}")
+
+
+def test_precedence_flag_variable_context_default(tmp_path: Path) -> None:
+    context = tmp_path / "context.toml"
+    context.write_text(CONTEXT_FILE)
+    main.add_command(where)
+    runner = CliRunner()
+    try:
+        no_context = {"RIAK_EVENTS_CONTEXT": ""}
+        done = runner.invoke(main, ["where"], env=no_context)
+        assert done.stdout.splitlines() == [" default", "127.0.0.1:2181 default"]
+        env: dict[str, str | None] = {"RIAK_EVENTS_CONTEXT": str(context)}
+        done = runner.invoke(main, ["where"], env=env)
+        assert done.stdout.splitlines() == [
+            "http://10.0.0.1:18098,http://10.0.0.2:18098 context",
+            "10.0.0.9:12181 context",
+        ]
+        env["RIAK_EVENTS_NODE"] = "http://a:1,http://b:1"  # a global variable
+        done = runner.invoke(main, ["where"], env=env)
+        assert done.stdout.splitlines()[0] == "http://a:1,http://b:1 env"
+        env["RIAK_EVENTS_WHERE_NODE"] = "http://c:1"  # the command's own variable
+        done = runner.invoke(main, ["where"], env=env)
+        assert done.stdout.splitlines()[0] == "http://c:1 env"
+        done = runner.invoke(main, ["where", "--node", "http://d:1"], env=env)
+        assert done.stdout.splitlines()[0] == "http://d:1 flag"
+        (tmp_path / "bad.toml").write_text("nodes = [1]\n")
+        bad = runner.invoke(
+            main, ["where"], env={"RIAK_EVENTS_CONTEXT": str(tmp_path / "bad.toml")}
+        )
+        assert bad.exit_code == 1
+        assert bad.stderr == (
+            f"Error: context file {tmp_path / 'bad.toml'}: nodes must be a list of strings, "
+            "not [1]\n"
+        )
+    finally:
+        main.commands.pop("where")
+        logging.getLogger().handlers.clear()
 
 
 def test_an_alias_warns_and_gives_its_value_to_the_canonical_option() -> None:

@@ -23,6 +23,8 @@ def boom(kind: str) -> None:
         raise OSError(98, "Address already in use")
     if kind == "interrupt":
         raise KeyboardInterrupt
+    if kind == "pipe":  # `riak-events ... | head`: the reader went away
+        raise BrokenPipeError(32, "Broken pipe")
     raise click.ClickException("a message the command wrote itself")
 
 
@@ -78,3 +80,9 @@ def test_library_chatter_is_quiet_unless_debug(runner: CliRunner) -> None:
     assert logging.getLogger("riak_events.test").getEffectiveLevel() == logging.INFO
     runner.invoke(main, ["--log-level", "DEBUG", "boom", "--kind", "click"])
     assert logging.getLogger("httpx").getEffectiveLevel() == logging.DEBUG
+
+
+def test_a_reader_that_goes_away_is_no_error(runner: CliRunner) -> None:
+    done = runner.invoke(main, ["boom", "--kind", "pipe"])
+    assert done.exit_code == 141  # 128 + SIGPIPE, as a process killed by SIGPIPE
+    assert "Error" not in done.output and "BrokenPipe" not in done.output
