@@ -52,9 +52,10 @@ from relocator.errors import (
 from relocator.intake.spool import Spool, SpoolFile
 from relocator.intake.tcp import TcpIntake
 from relocator.intake.udp import UdpIntake
-from relocator.journal import Journal, JournalWriter, segment_of
+from relocator.journal import Journal, JournalWriter, segment_of, table_prologue
 from relocator.metadata import MetadataWriter
 from relocator.metrics import Metrics
+from relocator.producers import ProducerTable, decode_meta
 from relocator.pusher import ClusterPusher
 from relocator.sealer import Sealer
 from relocator.settings import RelocatorSettings
@@ -132,11 +133,24 @@ class Relocator:
     def _open(self, s: RelocatorSettings, clock: Callable[[], float]) -> None:
         self.zk = make_coordinator(s)
         self.state = State(s.data_dir / "state", map_size_bytes=s.state_map_size_bytes)
+        # Producers with ids: intake's table decides what is new (ranges queued for the
+        # journal); the journal writer's holds only durable ranges and is what each new
+        # segment starts with. Both are rebuilt from the journal by recover().
+        forgotten = self.metrics.producers_forgotten
+        self.producers = ProducerTable(
+            idle_s=s.producer_idle_s,
+            max_producers=s.max_producers,
+            on_forget=lambda reason: forgotten.labels(reason).inc(),
+        )
+        self._durable_producers = ProducerTable(
+            idle_s=s.producer_idle_s, max_producers=s.max_producers
+        )
         self.journal = Journal(
             s.data_dir / "journal",
             segment_max_bytes=s.segment_max_bytes,
             fsync=s.fsync,
             metrics=self.metrics,
+            prologue=table_prologue(self._durable_producers),
         )
         self.aggregator = Aggregator(
             grace_s=s.grace_s, max_hold_s=s.max_hold_s, metrics=self.metrics, clock=clock
@@ -147,6 +161,7 @@ class Relocator:
             batch_max=s.journal_batch_max,
             queue_max=s.journal_queue_max,
             roll_s=s.segment_max_s,
+            producers=self._durable_producers,
         )
         self.sealer = Sealer(
             writer_id=s.writer_id,
@@ -255,7 +270,7 @@ class Relocator:
         replayed = 0
         positions: list[int] = []
         frames: list[bytes] = []
-        for pos, payload in self.journal.replay():
+        for pos, payload in self.journal.replay(self._recover_producers):
             if pos in covered:
                 continue
             positions.append(pos)
@@ -264,11 +279,32 @@ class Relocator:
             self._outstanding[seg] = self._outstanding.get(seg, 0) + 1
             replayed += 1
         self.aggregator.add_raw(positions, frames)
+        # A stored batch names journal positions: no new frame may ever get one of them
+        # (``covered`` above would skip it), so numbering goes on above every segment a
+        # stored batch names, even when those segment files are gone.
+        named = [max(ix.segments) for ix in self._index.values() if ix.segments]
+        if named:
+            self.journal.number_after(max(named))
+        self.metrics.producers.set(len(self.producers))
         log.info(
-            "recover: %d stored batches, %d journal records to aggregate again",
+            "recover: %d stored batches, %d journal records to aggregate again, "
+            "%d producers' high marks",
             len(self._index),
             replayed,
+            len(self.producers),
         )
+
+    def _recover_producers(self, frame: bytes) -> None:
+        """A producer frame of the journal (range trailer, table record): raise the high
+        marks it names in both tables (they count as seen now)."""
+        try:
+            pairs = decode_meta(frame)
+        except ValueError as e:  # a later version's frame: its producers are not known
+            log.error("recover: journal producer frame skipped: %s", e)
+            return
+        for producer, high in pairs:
+            self.producers.note(producer, high)
+            self._durable_producers.note(producer, high)
 
     def start(self) -> None:
         """Recover, then start ZooKeeper, pushers, the journal writer and intake.
@@ -301,15 +337,25 @@ class Relocator:
             if not address:
                 continue
             host, port = parse_listen(address, source=setting)
-            kind = UdpIntake if setting == "udp_listen" else TcpIntake
             try:
-                intake = kind(
-                    host,
-                    port,
-                    writer=self.writer,
-                    metrics=self.metrics,
-                    max_event_bytes=s.max_event_bytes,
-                )
+                intake: UdpIntake | TcpIntake
+                if setting == "udp_listen":
+                    intake = UdpIntake(
+                        host,
+                        port,
+                        writer=self.writer,
+                        metrics=self.metrics,
+                        max_event_bytes=s.max_event_bytes,
+                    )
+                else:
+                    intake = TcpIntake(
+                        host,
+                        port,
+                        writer=self.writer,
+                        metrics=self.metrics,
+                        max_event_bytes=s.max_event_bytes,
+                        producers=self.producers,
+                    )
             except OSError as e:
                 raise ListenFailed(setting, address, e) from e
             intake.start()
@@ -341,6 +387,7 @@ class Relocator:
         if self.spool is not None:
             self._scan_spool()
         self._collect()
+        self.metrics.producers.set(len(self.producers))
 
     def _coordinate(self, zk: ZkCoordinator) -> None:
         """Register again if the session was lost, rebalance units, delete progress

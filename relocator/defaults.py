@@ -57,6 +57,14 @@ JOURNAL_QUEUE_MAX = 256
 #: pauses: its queue fills, TCP readers block (back-pressure to producers) and UDP
 #: drops with reason "overload". Bounds memory when sealing falls behind intake.
 MAX_OPEN_EVENTS = 2_000_000
+#: A TCP producer's high mark (the number below which every frame of it is held, what
+#: recognises its resends) is forgotten this long after its last frame, seconds. A
+#: producer resends within seconds of a lost connection; an hour also covers a
+#: relocator restart. A producer forgotten and then resending is stored twice.
+PRODUCER_IDLE_S = 3600.0
+#: Most producers with ids tracked (the least recently seen is forgotten first); about
+#: 150 bytes each in memory, 24 in each journal segment's table record.
+MAX_PRODUCERS = 100_000
 #: fdatasync each group commit. Off only for benchmarks of everything else.
 FSYNC = True
 

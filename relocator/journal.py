@@ -27,6 +27,14 @@ valid record after them at the end of the newest segment are a torn tail: trunca
 deleted by ``Journal.delete`` once every frame in them is inside a durable batch
 (``state.py``).
 
+Idempotent producers (``producers.py``): a record of a numbered TCP submission ends
+with a **range trailer** frame (producer id, first seq, frames), and every segment
+starts with a **table record** holding each producer's high mark as the writer knew it
+when it opened the segment (only what was durable: the writer's own table, updated
+after each fdatasync). ``replay`` hands these frames to its ``meta`` callback, never to
+the aggregator, so recovery rebuilds every producer's high mark from the segments that
+remain. Positions of event frames are unchanged (the trailer comes after them).
+
 Measured against LMDB on this machine (bench/relocator_bench.py --mode journal): see
 relocator/DESIGN.md. The log wins because one group commit is one sequential write and
 one fdatasync; LMDB's commit writes data pages and then the meta page (two syncs).
@@ -48,6 +56,7 @@ from pathlib import Path
 
 from relocator.errors import JournalFormatError
 from relocator.metrics import Metrics
+from relocator.producers import ProducerRange, ProducerTable, encode_range, encode_table, is_meta
 from relocator.wire import LENGTH, Received
 
 log = logging.getLogger(__name__)
@@ -75,15 +84,22 @@ class Journal:
         segment_max_bytes: int,
         fsync: bool = True,
         metrics: Metrics | None = None,
+        prologue: Callable[[], bytes] | None = None,
     ) -> None:
+        """Args:
+        prologue: returns the length-prefixed frames written (and synced) as the first
+            record of each segment this journal opens; nothing when it returns b"".
+        """
         self.directory = directory
         self._metrics = metrics
+        self._prologue = prologue
         directory.mkdir(parents=True, exist_ok=True)
         self._segment_max_bytes = segment_max_bytes
         self._fsync = fsync
         self._file: int | None = None
         self._segment = 0
         self._offset = 0
+        self._events_from = 0  # offset after the segment's prologue
         self._opened_at = 0.0
         #: Bad stretches skipped by ``replay`` (torn tails not included).
         self.corrupt_records = 0
@@ -107,9 +123,10 @@ class Journal:
     def _path(self, segment: int) -> Path:
         return self.directory / f"{segment:012d}{_SUFFIX}"
 
-    def replay(self) -> Iterator[tuple[int, bytes]]:
-        """Every frame of every intact record of every segment, in order:
-        (position, frame).
+    def replay(self, meta: Callable[[bytes], None] | None = None) -> Iterator[tuple[int, bytes]]:
+        """Every event frame of every intact record of every segment, in order:
+        (position, frame). Producer frames (range trailers, table records) go to
+        ``meta`` instead (dropped without it).
 
         Corrupt bytes are skipped up to the next valid record (see the module
         docstring); a torn tail of the newest segment is truncated. Call once, before
@@ -125,7 +142,13 @@ class Journal:
                     self._skipped(path, item, at_end=at_end, torn=at_end and seg == existing[-1])
                     continue
                 base = (seg << SEGMENT_SHIFT) | item.start
-                for offset, frame in item.frames:
+                frames = item.frames
+                # a producer frame is a record's last (trailer) or only one (table)
+                if is_meta(frames[-1][1]):
+                    if meta is not None:
+                        meta(frames[-1][1])
+                    frames = frames[:-1]
+                for offset, frame in frames:
                     yield base + offset, frame
         self._segment = (existing[-1] + 1) if existing else 0
 
@@ -166,6 +189,18 @@ class Journal:
         self._offset = os.fstat(self._file).st_size
         self._opened_at = time.monotonic()
         _fsync_dir(self.directory)
+        block = self._prologue() if self._prologue is not None else b""
+        if block:  # synced now: an older segment may be deleted before the next append
+            self._write([_REC.pack(len(block), zlib.crc32(block)), block])
+            self._offset += _REC.size + len(block)
+        self._events_from = self._offset
+
+    def number_after(self, segment: int) -> None:
+        """Number the segments this journal opens above ``segment`` (call after
+        ``replay``): positions are never reused while a stored batch may name them,
+        even when every segment file was deleted (replay alone would start at 0)."""
+        if self._file is None:
+            self._segment = max(self._segment, segment + 1)
 
     @property
     def active_segment(self) -> int:
@@ -173,8 +208,8 @@ class Journal:
         return self._segment
 
     def roll_due(self, max_age_s: float) -> bool:
-        """Whether the active segment is older than ``max_age_s`` and not empty."""
-        return self._offset > 0 and time.monotonic() - self._opened_at >= max_age_s
+        """Whether the active segment is older than ``max_age_s`` and holds events."""
+        return self._offset > self._events_from and time.monotonic() - self._opened_at >= max_age_s
 
     def roll(self) -> None:
         """Start a new segment for the following appends."""
@@ -192,8 +227,11 @@ class Journal:
         offsets = itertools.accumulate((LENGTH.size + len(p) for p in payloads), initial=0)
         return [base + o for o, _ in zip(offsets, payloads, strict=False)]
 
-    def append_blocks(self, blocks: list[bytes]) -> list[int]:
+    def append_blocks(self, blocks: list[bytes], trailers: list[bytes] | None = None) -> list[int]:
         """Append each block of length-prefixed frames as one record, make them durable.
+
+        ``trailers[i]`` (length-prefixed frames too, or b"") ends the record of
+        ``blocks[i]``: it is inside the record's CRC, after its frames.
 
         Returns:
             Each block's base position: a frame's position is its block's base plus the
@@ -208,19 +246,31 @@ class Journal:
         parts: list[bytes] = []
         bases: list[int] = []
         offset = self._offset
-        for block in blocks:
-            parts.append(_REC.pack(len(block), zlib.crc32(block)))  # crc32: GIL released
+        for i, block in enumerate(blocks):
+            trailer = trailers[i] if trailers is not None else b""
+            crc = zlib.crc32(block)  # releases the GIL on large blocks
+            if trailer:
+                crc = zlib.crc32(trailer, crc)
+            size = len(block) + len(trailer)
+            parts.append(_REC.pack(size, crc))
             parts.append(block)
+            if trailer:
+                parts.append(trailer)
             bases.append((self._segment << SEGMENT_SHIFT) | (offset + _REC.size))
-            offset += _REC.size + len(block)
+            offset += _REC.size + size
+        self._write(parts)
+        self._offset = offset
+        return bases
+
+    def _write(self, parts: list[bytes]) -> None:
+        """Write ``parts`` at the end of the active segment and fdatasync."""
+        assert self._file is not None
         view = memoryview(b"".join(parts))
         while view:
             written = os.write(self._file, view)
             view = view[written:]
         if self._fsync:
             os.fdatasync(self._file)
-        self._offset = offset
-        return bases
 
     def delete(self, segment: int) -> None:
         """Remove a segment whose records are all inside durable batches."""
@@ -365,6 +415,7 @@ def _fsync_dir(directory: Path) -> None:
 class _Submission:
     received: Received
     done: Callable[[int], None] | None
+    producer: ProducerRange | None = None
 
 
 #: The aggregator's entry: (base position, frames) of each block made durable.
@@ -373,12 +424,24 @@ Sink = Callable[[list[tuple[int, Received]]], None]
 
 class JournalWriter:
     """The one thread that appends to the journal (group commit) and then hands frames
-    to ``sink`` (the aggregator) and calls each submitter's ``done(n)``."""
+    to ``sink`` (the aggregator) and calls each submitter's ``done(n)``.
+
+    ``producers``: the writer's own table of producer high marks, raised after each
+    fdatasync from the submissions' ranges (so it holds only durable ranges); the
+    journal's prologue should write it (:func:`table_prologue`)."""
 
     def __init__(
-        self, journal: Journal, sink: Sink, *, batch_max: int, queue_max: int, roll_s: float
+        self,
+        journal: Journal,
+        sink: Sink,
+        *,
+        batch_max: int,
+        queue_max: int,
+        roll_s: float,
+        producers: ProducerTable | None = None,
     ) -> None:
         self._journal = journal
+        self._producers = producers
         self._sink = sink
         self._batch_max = batch_max
         self._roll_s = roll_s
@@ -397,15 +460,18 @@ class JournalWriter:
         done: Callable[[int], None] | None,
         *,
         block: bool,
+        producer: ProducerRange | None = None,
     ) -> bool:
         """Queue received frames; ``done(received.events)`` runs once they are durable
-        (at once for an empty one, in queue order).
+        (at once for an empty one, in queue order: after everything queued before it).
+        ``producer``: the numbered range the frames are (journaled as the record's
+        trailer).
 
         Returns:
             False when the queue is full and ``block`` is false (the caller drops).
         """
         try:
-            self._queue.put(_Submission(received, done), block=block, timeout=None)
+            self._queue.put(_Submission(received, done, producer), block=block, timeout=None)
         except queue.Full:
             return False
         return True
@@ -439,15 +505,32 @@ class JournalWriter:
             if self._journal.roll_due(self._roll_s) or self.roll_requested.is_set():
                 self.roll_requested.clear()
                 self._journal.roll()
-            full = [s.received for s in batch if s.received.events]
+            full = [s for s in batch if s.received.events]
             if full:
+                trailers = [encode_range(*s.producer) if s.producer else b"" for s in full]
                 try:
-                    bases = self._journal.append_blocks([r.data for r in full])
+                    bases = self._journal.append_blocks([s.received.data for s in full], trailers)
                 except OSError as e:  # disk full, I/O error: nothing acknowledged, stop
                     log.critical("journal: append failed, intake stops: %s", e)
                     self.failed = e
                     return
-                self._sink(list(zip(bases, full, strict=True)))
+                if self._producers is not None:
+                    for s in full:
+                        if s.producer is not None:
+                            producer, first, count = s.producer
+                            self._producers.note(producer, first + count)
+                self._sink(list(zip(bases, (s.received for s in full), strict=True)))
             for s in batch:
                 if s.done is not None:
                     s.done(s.received.events)
+
+
+def table_prologue(producers: ProducerTable) -> Callable[[], bytes]:
+    """A :class:`Journal` prologue writing ``producers`` (the writer's table) as each new
+    segment's table record; nothing while it is empty."""
+
+    def prologue() -> bytes:
+        items = producers.items()
+        return encode_table(items) if items else b""
+
+    return prologue

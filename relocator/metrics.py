@@ -8,7 +8,10 @@ Names (STYLE.md): ``relocator_events_received_total{intake}``,
 ``relocator_backlog_epochs{cluster}`` (batches sealed but not yet held by that cluster),
 ``relocator_metadata_repairs_total{cluster}``, ``relocator_spool_files_total{outcome}``,
 ``relocator_owned_units``, ``relocator_zookeeper_connected``,
-``relocator_zookeeper_errors_total{op}``, ``relocator_journal_skipped_bytes_total{reason}``.
+``relocator_zookeeper_errors_total{op}``, ``relocator_journal_skipped_bytes_total{reason}``,
+``relocator_tcp_events_total{producer}`` (``idempotent``: producers with ids, ``legacy``:
+without), ``relocator_events_deduplicated_total``, ``relocator_producers``,
+``relocator_producers_forgotten_total{reason}``.
 """
 
 from __future__ import annotations
@@ -113,6 +116,30 @@ class Metrics:
             "relocator_zookeeper_errors_total",
             "ZooKeeper calls that failed (retried at the next tick), by operation",
             ["op"],
+            registry=r,
+        )
+        self.tcp_events = Counter(
+            "relocator_tcp_events_total",
+            "Events received over TCP, by producer kind (idempotent: with a producer id,"
+            " exactly once; legacy: without, at-least-once)",
+            ["producer"],
+            registry=r,
+        )
+        self.deduplicated = Counter(
+            "relocator_events_deduplicated_total",
+            "Frames a producer resent that were already held: acknowledged, not stored again",
+            registry=r,
+        )
+        self.producers = Gauge(
+            "relocator_producers",
+            "Producers with ids whose high mark intake holds",
+            registry=r,
+        )
+        self.producers_forgotten = Counter(
+            "relocator_producers_forgotten_total",
+            "Producer high marks forgotten, by reason (idle: producer_idle_s without a"
+            " frame; cap: above max_producers)",
+            ["reason"],
             registry=r,
         )
         self.journal_skipped = Counter(

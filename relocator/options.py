@@ -238,6 +238,21 @@ OPTIONS = OptionTable(
             gt=0,
         ),
         _option(
+            "producer_idle_s",
+            "float",
+            defaults.PRODUCER_IDLE_S,
+            "A TCP producer id's high mark (what recognises its resent frames) is "
+            "forgotten this long after its last frame, seconds.",
+            gt=0,
+        ),
+        _option(
+            "max_producers",
+            "int",
+            defaults.MAX_PRODUCERS,
+            "Most producer ids tracked; the least recently seen is forgotten first.",
+            gt=0,
+        ),
+        _option(
             "fsync",
             "bool",
             defaults.FSYNC,

@@ -6,9 +6,21 @@ Applications call ``emit`` on their hot path, so it **never blocks and never rai
   error (no listener, buffer full) is counted, not raised.
 - :class:`TcpEmitter`: a background thread keeps a connection to the relocator, sends
   queued frames and keeps each one until the relocator acknowledges it as durable; on
-  a broken connection it reconnects with back-off and resends everything unacked
-  (at-least-once). ``emit`` only puts the frame on a bounded queue (full: counted drop).
+  a broken connection it reconnects with back-off and resends everything unacked.
+  ``emit`` only puts the frame on a bounded queue (full: counted drop).
   ``flush(timeout_s)`` waits until everything emitted so far is acknowledged.
+
+  **Exactly once into the store**: the emitter has a producer id (``producer_id``, 128
+  random bits drawn when it is made) and opens each connection with a hello naming it
+  and the number of its first unacknowledged frame (``wire.py``); the relocator
+  recognises a resent frame it already holds and acknowledges it without storing it
+  again (``producers.py``). What exactly-once does not cover: frames still
+  unacknowledged when the *producer* process ends are lost unless the application
+  resends them, and then they come from a new id and may be stored twice. A relocator
+  that does not know hellos (stream version 1) acknowledges the hello as a rejected
+  frame: the emitter then goes on without ids (**downgraded**, at-least-once), counts
+  ``counts["downgraded"]`` once per connection and logs a warning.
+  ``idempotent=False`` never sends a hello (the version 1 stream).
 
 Events that cannot be encoded (a value Sereal has no form for) or that are larger than
 ``max_event_bytes`` encoded are counted in ``counts`` (``unencodable``, ``oversized``)
@@ -19,6 +31,7 @@ from __future__ import annotations
 
 import collections
 import logging
+import os
 import socket
 import threading
 import time
@@ -29,7 +42,7 @@ from eventstore import sereal
 from eventstore.sereal.errors import SerealError
 from relocator import defaults
 from relocator.errors import MalformedFrame
-from relocator.wire import ACK, LENGTH, encode_frame
+from relocator.wire import ACK, HELLO_REPLY, LENGTH, encode_frame, encode_hello
 
 log = logging.getLogger(__name__)
 
@@ -141,9 +154,17 @@ class TcpEmitter(Emitter):
         *,
         queue_max: int = 100_000,
         connect_timeout_s: float = 2.0,
+        idempotent: bool = True,
         **kwargs: Any,
     ) -> None:
+        """Args:
+        idempotent: open each connection with a hello (producer id, frame numbers):
+            exactly once into the store. False: the version 1 stream, at-least-once.
+        """
         super().__init__(**kwargs)
+        #: 128 random bits: a new emitter (a restarted producer) is a new producer.
+        self.producer_id = os.urandom(16)
+        self._idempotent = idempotent
         self._addr = (host, port)
         self._queue_max = queue_max
         self._connect_timeout_s = connect_timeout_s
@@ -213,8 +234,8 @@ class TcpEmitter(Emitter):
 
     def _session(self, sock: socket.socket) -> None:
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        base = self._hello(sock) if self._idempotent else 0  # the server counts per connection
         sock.settimeout(0.05)
-        base = 0  # the server counts per connection
         buf = b""
         while True:
             with self._cv:
@@ -251,3 +272,36 @@ class TcpEmitter(Emitter):
                 with self._cv:
                     if not self._queue and not self._closing:
                         self._cv.wait(0.05)
+
+    def _hello(self, sock: socket.socket) -> int:
+        """Send the hello (our id, the number of our first unacknowledged frame, which
+        is the next one sent) and read the answer.
+
+        Returns:
+            The acknowledgement count the connection starts from: 0, or 1 when the
+            relocator counted the hello as a rejected frame (stream version 1: we go on
+            at-least-once).
+
+        Raises:
+            OSError: no answer within ``connect_timeout_s``, or not one a relocator gives.
+        """
+        sock.settimeout(self._connect_timeout_s)
+        sock.sendall(encode_hello(self.producer_id, self.acked))
+        reply = b""
+        while len(reply) < ACK.size:
+            data = sock.recv(ACK.size - len(reply))
+            if not data:
+                raise ConnectionResetError("relocator closed the connection after the hello")
+            reply += data
+        if reply == HELLO_REPLY:
+            return 0
+        if ACK.unpack(reply)[0] == 1:
+            self.counts["downgraded"] += 1
+            if self.counts["downgraded"] == 1:
+                log.warning(
+                    "emit: the relocator at %s:%d does not know producer ids (stream version"
+                    " 1): delivery is at-least-once (a resent event may be stored twice)",
+                    *self._addr,
+                )
+            return 1
+        raise ConnectionError(f"answer {reply!r} to the hello is not a relocator's")

@@ -65,6 +65,8 @@ class RelocatorSettings:
     journal_batch_max: int = defaults.JOURNAL_BATCH_MAX
     journal_queue_max: int = defaults.JOURNAL_QUEUE_MAX
     max_open_events: int = defaults.MAX_OPEN_EVENTS
+    producer_idle_s: float = defaults.PRODUCER_IDLE_S
+    max_producers: int = defaults.MAX_PRODUCERS
     fsync: bool = defaults.FSYNC
     state_map_size_bytes: int = defaults.STATE_MAP_SIZE_BYTES
     push_parallel_batches: int = defaults.PUSH_PARALLEL_BATCHES

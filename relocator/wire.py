@@ -12,6 +12,21 @@ datagram (UDP) every frame is preceded by its length (u32 BE); a datagram may ca
 several frames. Over TCP the relocator answers with the cumulative number of frames of
 this connection that are durable (or were rejected) as a u64 BE, after each group commit.
 
+**Stream version 2** (idempotent producers, ``producers.py``): a producer with an id
+opens the connection with a **hello**, length-prefixed like a frame::
+
+    magic "RH" | stream version 2 (u8) | producer id (16 bytes) | first seq (u64 BE)
+
+and waits for the relocator's answer, 8 bytes in the place of an acknowledgement:
+``HELLO_REPLY`` (``"RH" | 2 | five zero bytes``, as a count never reachable). Its
+frames are then numbered from ``first seq`` in the order they come (rejected ones
+included), and the acknowledgements count this connection's frames as before. A stream
+that starts with a frame (``RE``) is a producer without an id (stream version 1,
+at-least-once). A relocator of stream version 1 takes the hello for a malformed frame
+and acknowledges it as handled (a count of 1): the producer then knows it talks to an
+old relocator and goes on without ids (**downgraded**: at-least-once), see
+``producer.py``.
+
 Pure logic, no I/O.
 """
 
@@ -37,6 +52,12 @@ _DC_RE = re.compile(rb"[A-Za-z0-9_]+")
 _TYPE_RE = re.compile(rb"[A-Za-z0-9_.]+")
 _SUBTYPE_RE = re.compile(rb"[A-Za-z0-9_.]*")
 MAX_EPOCH = 2**63 - 1
+HELLO_MAGIC = b"RH"
+STREAM_VERSION = 2
+_HELLO = struct.Struct(">2sB16sQ")
+HELLO_MAX_BYTES = 1024  # later versions may add fields; a bigger one is garbage
+#: The relocator's answer to a hello (a cumulative count no connection reaches).
+HELLO_REPLY = struct.pack(">2sB5x", HELLO_MAGIC, STREAM_VERSION)
 
 
 class Frame(NamedTuple):
@@ -171,6 +192,62 @@ class FrameParser:
             self._cache[head] = (f.epoch, f.dc, f.type, f.subtype)
             return f
         return Frame(hit[0], hit[1], hit[2], hit[3], data[end:])
+
+
+class Hello(NamedTuple):
+    """A producer's hello: who it is and the number of the first frame that follows."""
+
+    version: int
+    producer_id: bytes
+    first_seq: int
+
+
+def encode_hello(producer_id: bytes, first_seq: int) -> bytes:
+    """A length-prefixed hello of stream version 2.
+
+    Raises:
+        ValueError: the id is not 16 bytes or the number is out of range.
+    """
+    if len(producer_id) != 16 or not 0 <= first_seq < 2**64:
+        raise ValueError("a hello needs a 16-byte producer id and a u64 first seq")
+    body = _HELLO.pack(HELLO_MAGIC, STREAM_VERSION, producer_id, first_seq)
+    return LENGTH.pack(len(body)) + body
+
+
+def take_hello(buffer: bytes | bytearray) -> tuple[Hello | None, int] | None:
+    """Read the start of a TCP stream: a hello, or a first frame (no producer id).
+
+    Returns:
+        None: too few bytes yet to tell; ``(None, 0)``: the stream starts with a frame
+        (stream version 1); ``(hello, n)``: a hello of ``n`` bytes, length prefix
+        included.
+
+    Raises:
+        MalformedFrame: a hello of a size or version that cannot be one.
+    """
+    if len(buffer) < LENGTH.size + 2:
+        return None
+    if buffer[LENGTH.size : LENGTH.size + 2] != HELLO_MAGIC:
+        return None, 0
+    (n,) = LENGTH.unpack_from(buffer)
+    if not _HELLO.size <= n <= HELLO_MAX_BYTES:
+        raise MalformedFrame(f"hello of {n} bytes (a hello is {_HELLO.size} bytes or more)")
+    if len(buffer) < LENGTH.size + n:
+        return None
+    _, version, producer_id, first_seq = _HELLO.unpack_from(buffer, LENGTH.size)
+    if version < STREAM_VERSION:
+        raise MalformedFrame(f"hello of stream version {version} (version 2 is the first)")
+    return Hello(version, producer_id, first_seq), LENGTH.size + n
+
+
+def skip_frames(buffer: bytes | bytearray, start: int, count: int) -> int:
+    """The offset after ``count`` length-prefixed frames from ``start`` (they must be
+    complete, as :func:`scan_stream` consumed them). O(count)."""
+    pos = start
+    for _ in range(count):
+        (n,) = LENGTH.unpack_from(buffer, pos)
+        pos += LENGTH.size + n
+    return pos
 
 
 def split_stream(buffer: bytearray, max_frame_bytes: int) -> tuple[list[bytes], int]:

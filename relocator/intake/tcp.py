@@ -9,7 +9,25 @@ ones, so the producer can free them. Rejected (counted by reason, logged rate-li
 never journaled): a malformed header, a frame above ``max_event_bytes``, a compressed
 document whose body claims more than ``max_event_bytes`` (nothing is decompressed), an
 uncompressed event that is not a hash. A producer that loses the connection resends
-everything not yet acknowledged (at-least-once).
+everything not yet acknowledged.
+
+Idempotent producers (``producers.py``, ``wire.py``): a stream that opens with a hello
+gets ``HELLO_REPLY`` at once, and its frames are numbered from the hello's first seq.
+Each read's frames are one range ``[first, first + n)``; under one lock for all
+connections, the range is checked against the producer's high mark and queued for the
+journal (the lock spans both, so anything that relies on a range queued by another
+connection, a resend racing the original, is queued after it and acknowledged only
+after its fdatasync):
+
+- new frames: journaled with the range as the record's trailer;
+- frames already held (a resend after a lost acknowledgement): not journaled again;
+  an empty submission acknowledges them once what they duplicate is durable
+  (``relocator_events_deduplicated_total``);
+- a resend that overlaps a prefix: that prefix is cut off the read (its frames walked,
+  the rest scanned again; only on resends) and the rest checked again.
+
+A stream that starts with a frame is a producer without an id: at-least-once, as
+before, counted in ``relocator_tcp_events_total{producer="legacy"}``.
 """
 
 from __future__ import annotations
@@ -20,12 +38,22 @@ import logging
 import socket
 import socketserver
 import threading
+from collections.abc import Callable
 
 from relocator.errors import MalformedFrame
 from relocator.journal import JournalWriter
 from relocator.metrics import Metrics
+from relocator.producers import ProducerTable
 from relocator.rejects import Rejections, count_rejected
-from relocator.wire import ACK, FrameParser, scan_stream
+from relocator.wire import (
+    ACK,
+    HELLO_REPLY,
+    FrameParser,
+    Received,
+    scan_stream,
+    skip_frames,
+    take_hello,
+)
 
 log = logging.getLogger(__name__)
 
@@ -54,7 +82,12 @@ class TcpIntake:
         writer: JournalWriter,
         metrics: Metrics,
         max_event_bytes: int,
+        producers: ProducerTable | None = None,
     ) -> None:
+        """Args:
+        producers: the high marks of producers with ids (intake's own table); None
+            treats every stream as a producer without id (hellos are refused).
+        """
         _Server.address_family = socket.AF_INET6 if ":" in host else socket.AF_INET
         self._server = _Server((host, port), _Handler, bind_and_activate=True)
         self._server.intake = self
@@ -63,6 +96,8 @@ class TcpIntake:
         self._metrics = metrics
         self._rejections = Rejections(metrics, "tcp")
         self._max = max_event_bytes
+        self._producers = producers
+        self._sequencing = threading.Lock()  # check a range + queue it, atomically
         self._connections: set[socket.socket] = set()
         self._conn_lock = threading.Lock()
         self._stopping = False
@@ -122,6 +157,9 @@ class TcpIntake:
 
         parser = FrameParser()
         buffer = bytearray()
+        started = False
+        producer: bytes | None = None  # None: a producer without id
+        seq = 0  # the number of the next frame of this stream (producers with ids)
         while True:
             try:
                 data = sock.recv(1024 * 1024)
@@ -130,6 +168,26 @@ class TcpIntake:
             if not data:
                 return
             buffer += data
+            if not started:
+                try:
+                    opening = take_hello(buffer)
+                    if opening is not None and opening[0] is not None and self._producers is None:
+                        raise MalformedFrame("producer ids are not accepted here")
+                except MalformedFrame as e:
+                    log.warning("tcp: closing connection from %s: %s", peer, e)
+                    self._metrics.dropped.labels("malformed").inc()
+                    return
+                if opening is None:
+                    continue
+                started = True
+                hello, size = opening
+                if hello is not None:
+                    producer, seq = hello.producer_id, hello.first_seq
+                    del buffer[:size]
+                    with lock, contextlib.suppress(OSError):
+                        sock.sendall(HELLO_REPLY)
+                kind = "legacy" if producer is None else "idempotent"
+                kind_total = self._metrics.tcp_events.labels(kind)
             try:
                 # C (when built): frames cut, headers checked and grouped, GIL released
                 received, used = scan_stream(buffer, self._max, parser)
@@ -139,14 +197,69 @@ class TcpIntake:
                 return
             if not used:
                 continue
-            del buffer[:used]
             rejected = received.rejected
             if rejected:
                 count_rejected(self._rejections, received, f"from {peer}")
-            # Rejected frames are acknowledged with the good ones after the group commit,
-            # so the cumulative count never runs ahead of what is durable.
             with self._conn_lock:
                 if self._stopping:
                     return
-            self._writer.submit(received, functools.partial(ack, extra=rejected), block=True)
+            # Rejected frames are acknowledged with the good ones after the group commit,
+            # so the cumulative count never runs ahead of what is durable.
+            if producer is None:
+                self._writer.submit(received, functools.partial(ack, extra=rejected), block=True)
+            else:
+                n = received.events + rejected
+                received = self._submit_numbered(
+                    producer, seq, received, stream=buffer, used=used, ack=ack
+                )
+                seq += n
+            del buffer[:used]
             received_total.inc(received.events)
+            kind_total.inc(received.events)
+
+    def _submit_numbered(
+        self,
+        producer: bytes,
+        first: int,
+        received: Received,
+        *,
+        stream: bytearray,
+        used: int,
+        ack: Callable[..., None],
+    ) -> Received:
+        """Queue the frames of ``stream[:used]`` (scanned as ``received``) numbered from
+        ``first``, minus those the producer's high mark says are held.
+
+        Returns:
+            What was queued for the journal (events already held are left out).
+        """
+        assert self._producers is not None
+        count = received.events + received.rejected
+        start = 0  # bytes of stream cut off as already held
+        held = 0
+        while True:
+            with self._sequencing:
+                dup = self._producers.admit(producer, first, count)
+                if dup == 0:
+                    done = functools.partial(ack, extra=received.rejected + held)
+                    self._writer.submit(
+                        received, done, block=True, producer=(producer, first, count)
+                    )
+                    break
+                if dup == count:  # acknowledged after what it duplicates is durable
+                    held += count
+                    received = _NOTHING
+                    self._writer.submit(received, functools.partial(ack, extra=held), block=True)
+                    break
+            # A prefix is held: cut it off and look at the rest again (resends only).
+            start = skip_frames(stream, start, dup)
+            received, _ = scan_stream(bytes(stream[start:used]), self._max, FrameParser())
+            first += dup
+            count -= dup
+            held += dup
+        if held:
+            self._metrics.deduplicated.inc(held)
+        return received
+
+
+_NOTHING = Received(b"", [], 0, 0, 0)

@@ -1,0 +1,174 @@
+"""No event in two chunks of an epoch after a kill -9 between the chunk PUTs and the
+metadata (issue 24, item 2; relocator/DESIGN.md, "Why a replay never stores an event
+twice").
+
+A proxy in front of the devnode lets chunk PUTs through and refuses metadata PUTs, so
+the relocator's sealed batch is in its state store and its chunks in the store, but not
+listed. Killed -9 there and restarted with the metadata allowed, the relocator pushes
+the stored batch again (same keys, same bytes) and does not seal the same events a
+second time from its journal, because the stored batch names the journal positions it
+covers. The control runs the same with stored batches that do not name their
+positions (a ``sitecustomize`` in the child): the replay seals the events into a
+second batch, and each is then stored twice, in two chunks of the epoch.
+"""
+
+from __future__ import annotations
+
+import http.client
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import pytest
+
+from eventstore.devnode.testing import DevnodeProcess, free_port
+from eventstore.riak import RiakClient
+from relocator.producer import TcpEmitter
+from relocator.testing import RelocatorProcess, stored_events, write_config
+
+pytestmark = pytest.mark.integration
+
+
+class MetadataRefusingProxy:
+    """HTTP proxy to a store; while ``refuse`` is set, PUTs to the epochs bucket get
+    503 and nothing is forwarded. Counts chunk PUTs and refusals."""
+
+    def __init__(self, upstream: str) -> None:
+        self.refuse = True
+        self.refused = 0
+        self.chunk_puts = 0
+        self._lock = threading.Lock()
+        up = urlsplit(upstream)
+        host, port = up.hostname or "127.0.0.1", up.port
+        proxy = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, format: str, *args: object) -> None:
+                pass
+
+            def _forward(self) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                body = self.rfile.read(length) if length else None
+                if self.command == "PUT" and "/buckets/epochs/" in self.path:
+                    if proxy.refuse:
+                        with proxy._lock:
+                            proxy.refused += 1
+                        self.send_response(503)
+                        self.send_header("Content-Length", "7")
+                        self.end_headers()
+                        self.wfile.write(b"refused")
+                        return
+                elif self.command == "PUT" and "/buckets/events/" in self.path:
+                    with proxy._lock:
+                        proxy.chunk_puts += 1
+                conn = http.client.HTTPConnection(host, port, timeout=30)
+                skip = {"host", "connection", "content-length", "transfer-encoding"}
+                headers = {k: v for k, v in self.headers.items() if k.lower() not in skip}
+                conn.request(self.command, self.path, body=body, headers=headers)
+                resp = conn.getresponse()
+                data = resp.read()
+                conn.close()
+                self.send_response(resp.status)
+                drop = skip | {"server", "date"}
+                for k, v in resp.getheaders():
+                    if k.lower() not in drop:
+                        self.send_header(k, v)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                if self.command != "HEAD":
+                    self.wfile.write(data)
+
+            do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = _forward  # noqa: N815
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
+        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+
+#: Stored batches that do not name the journal positions they cover: the mechanism
+#: under test, switched off in the child process.
+_NO_POSITIONS = """
+import array, dataclasses
+import relocator.state
+_get = relocator.state.State.get
+def _get_without_positions(self, batch_id):
+    b = _get(self, batch_id)
+    return None if b is None else dataclasses.replace(b, positions=array.array("Q"))
+relocator.state.State.get = _get_without_positions
+"""
+
+
+@pytest.mark.parametrize("positions", [True, False], ids=["covered", "control-uncovered"])
+def test_kill9_between_chunks_and_metadata_stores_each_event_once(  # noqa: PLR0917 (fixtures)
+    tmp_path: Path,
+    session_devnode: DevnodeProcess,
+    riak: RiakClient,
+    dc: str,
+    relocators: list[RelocatorProcess],
+    positions: bool,
+) -> None:
+    proxy = MetadataRefusingProxy(session_devnode.url)
+    tcp, mport = free_port(), free_port()
+    cfg = write_config(
+        tmp_path / "r.toml",
+        data_dir=tmp_path / "data",
+        clusters={"a": proxy.url},
+        tcp_port=tcp,
+        metrics_port=mport,
+        # the events stay in the active journal segment (a segment is deleted once its
+        # frames are in stored batches: then there is nothing to replay at all)
+        segment_max_s=60.0,
+    )
+    env = None
+    if not positions:
+        site = tmp_path / "site"
+        site.mkdir()
+        (site / "sitecustomize.py").write_text(_NO_POSITIONS)
+        env = {"PYTHONPATH": str(site)}
+    proc = RelocatorProcess(cfg, metrics_port=mport, log_path=tmp_path / "relocator.log", env=env)
+    relocators.append(proc)
+    proc.start()
+    first_epoch = int(time.time()) - 1
+    emitter = TcpEmitter("127.0.0.1", tcp, dc=dc)
+    try:
+        for i in range(600):
+            assert emitter.emit({"id": i, "kind": "search"}, "web", "www" if i % 2 else "api")
+        assert emitter.flush(20)
+        deadline = time.monotonic() + 30
+        while not (proxy.chunk_puts and proxy.refused >= 2):
+            assert time.monotonic() < deadline, "the relocator never pushed its chunks"
+            time.sleep(0.05)
+        # chunks stored, metadata refused (the batch stays in the backlog): kill -9 here
+        proc.kill()
+        epochs = range(first_epoch, int(time.time()) + 2)
+        assert stored_events(riak, dc, epochs) == ([], [])  # nothing listed yet
+        proxy.refuse = False
+        proc.start()
+        deadline = time.monotonic() + 30
+        while True:
+            s = proc.status()
+            if s["open_events"] == 0 and not any(s["backlog"].values()):
+                break
+            assert time.monotonic() < deadline, f"relocator did not drain: {s}"
+            time.sleep(0.1)
+    finally:
+        emitter.close()
+        proxy.close()
+    events, unreadable = stored_events(riak, dc, range(first_epoch, int(time.time()) + 2))
+    assert not unreadable, unreadable
+    ids = [e["id"] for e in events]
+    assert set(ids) == set(range(600)), "acknowledged events lost"
+    twice = len(ids) - len(set(ids))
+    if positions:
+        assert twice == 0, f"{twice} events stored in two chunks of their epoch"
+    else:  # the guarantee broken with the mechanism off: every event twice
+        assert twice == 600
