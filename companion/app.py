@@ -359,7 +359,6 @@ def _connect_stats(signals: EngineSignals, stats: WorkerStats) -> None:
     signals.chunk_processed.connect(chunk_processed)
     signals.result_stored.connect(lambda **_: stats.count("results_stored"))
     signals.result_not_stored.connect(lambda **_: stats.count("results_not_stored"))
-    signals.result_write_retried.connect(lambda **_: stats.count("result_write_retries"))
     signals.chunk_failed.connect(lambda **_: stats.count("chunks_failed"))
 
 

@@ -58,11 +58,6 @@ MAX_PARALLEL = 4
 QUEUE_MAX = 64
 #: Concurrent result writes per chunk thread: a chunk's results are stored at once.
 RESULT_WRITERS = 8
-#: A result write that fails (after the Riak client's own retries) is tried again this
-#: many times in all, the first delay doubling each time: a chunk must not end without
-#: a stored result because the node was briefly unreachable.
-RESULT_WRITE_TRIES = 4
-RESULT_WRITE_DELAY_S = 0.25
 #: A chunk that cannot start within this many seconds of arrival is shed: its results
 #: would be late anyway and consumers will have fallen back.
 MAX_WAIT_S = 2.0

@@ -55,11 +55,6 @@ SHED = Counter("companion_results_shed_total", "Results marked shed, by cause", 
 RESULTS_NOT_STORED = Counter(
     "companion_results_not_stored_total", "Result writes that failed", ["substream"]
 )
-RESULT_WRITE_RETRIES = Counter(
-    "companion_result_write_retries_total",
-    "Result writes that failed and were tried again",
-    ["substream"],
-)
 DISABLED = Counter(
     "companion_substreams_disabled_total", "Substreams disabled on this node", ["substream"]
 )
@@ -128,9 +123,6 @@ def connect(signals: EngineSignals) -> None:
     def chunk_failed(**_: Any) -> None:
         CHUNKS.labels("failed").inc()
 
-    def result_write_retried(*, substream: str, **_: Any) -> None:
-        RESULT_WRITE_RETRIES.labels(substream).inc()
-
     def chunk_processed(
         *, stages: dict[str, float], stages_cpu: dict[str, float], **_: Any
     ) -> None:
@@ -154,7 +146,6 @@ def connect(signals: EngineSignals) -> None:
     signals.chunk_shed.connect(chunk_shed)
     signals.chunk_unreadable.connect(chunk_unreadable)
     signals.chunk_failed.connect(chunk_failed)
-    signals.result_write_retried.connect(result_write_retried)
     signals.chunk_processed.connect(chunk_processed)
     signals.result_stored.connect(result_stored)
     signals.result_not_stored.connect(result_not_stored)

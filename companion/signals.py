@@ -52,8 +52,6 @@ class EngineSignals:
       store; ``stages_cpu``: CPU seconds of the worker in fetch, decode, sandbox (fork,
       wait, reap), free, store (the writer threads), and the plugins' own (children).
     - ``result_stored(substream, key, status)`` / ``result_not_stored(substream, key, error)``.
-    - ``result_write_retried(substream, key, error)``: a result write failed and is
-      tried again.
     - ``chunk_failed(key, substreams, error)``: processing failed inside the companion
       (sandbox unavailable, a bug, out of memory); ``substreams`` get an error result.
     - ``substream_disabled(substream, version, reason)``.
@@ -67,6 +65,5 @@ class EngineSignals:
         self.chunk_processed = Signal("chunk_processed")
         self.result_stored = Signal("result_stored")
         self.result_not_stored = Signal("result_not_stored")
-        self.result_write_retried = Signal("result_write_retried")
         self.chunk_failed = Signal("chunk_failed")
         self.substream_disabled = Signal("substream_disabled")

@@ -1,10 +1,15 @@
-"""Storing a chunk's results: every write of a chunk at once, each retried with backoff.
+"""Storing a chunk's results: every write of a chunk at once, one PUT call each.
 
 The store commits concurrent writes together (the devnode in one fsync; Riak's vnodes in
-parallel), so a chunk's results go out at once on a pool of writer threads. A write that
-fails after the Riak client's own retries is tried again, ``RESULT_WRITE_TRIES`` in all,
-the delay doubling from ``RESULT_WRITE_DELAY_S``: a node unreachable for a moment must
-not leave a chunk without its result.
+parallel), so a chunk's results go out at once on a pool of writer threads.
+
+One retry layer per write: the Riak client's. Each result is one ``RiakClient.put``,
+which tries again on another node, with jittered backoff, only for errors that may
+succeed elsewhere or later (connection failures, timeouts, 503, 5xx), at most
+``[riak] retry_max_tries`` tries within ``retry_deadline_s`` (the ``Retry`` every
+daemon uses). This module adds no loop of its own around it: two layers multiplied
+(4 x 4 = up to 16 PUTs per result, each holding a writer thread for seconds) while a
+node was down, and retried answers that cannot change (400, 412).
 
 Failure semantics: a write that still fails is signalled ``result_not_stored`` and
 logged (the auditor fills the hole later; consumers fall back meanwhile). When no writer
@@ -23,7 +28,6 @@ from companion import defaults
 from companion.settings import CompanionSettings
 from companion.signals import EngineSignals
 from eventstore.names import ChunkKey
-from eventstore.ratelog import LogSummary
 from eventstore.riak import RiakClient, RiakError
 from substreams.api import Substream
 from substreams.results import Status
@@ -41,9 +45,9 @@ class ResultWriter:
 
     Args:
         settings: the companion's settings (namespaces, threads).
-        riak: a client of the local node.
-        signals: where ``result_stored``, ``result_write_retried`` and
-            ``result_not_stored`` are sent.
+        riak: a client of the local node; its retry policy is the only one a write
+            gets (``[riak] retry_max_tries``, ``retry_deadline_s``).
+        signals: where ``result_stored`` and ``result_not_stored`` are sent.
     """
 
     def __init__(
@@ -54,12 +58,6 @@ class ResultWriter:
         self.signals = signals
         self._pool = ThreadPoolExecutor(
             max(1, settings.threads) * defaults.RESULT_WRITERS, thread_name_prefix="companion-put"
-        )
-        # A failed try is logged at DEBUG (and counted); one WARNING a minute per substream.
-        self._retries = LogSummary(
-            log,
-            "companion: substream=%(key)s: %(count)d result writes tried again in the last "
-            "%(seconds).0f s; last: %(last)s",
         )
 
     def store_all(
@@ -95,46 +93,25 @@ class ResultWriter:
         return sum(f.result() for f in pending)
 
     def store(self, key: ChunkKey, sub: Substream, value: bytes, status: Status) -> float:
-        """Store one result, trying again with backoff; returns its CPU seconds."""
+        """Store one result (the client retries; see the module docstring); returns its
+        CPU seconds."""
         cpu = time.thread_time()
         location = self.settings.namespaces.substream_location(sub.name, key)
-        delay = defaults.RESULT_WRITE_DELAY_S
-        for attempt in range(1, defaults.RESULT_WRITE_TRIES + 1):
-            try:
-                self.riak.put(*location, value)
-            except (RiakError, OSError) as e:
-                if attempt == defaults.RESULT_WRITE_TRIES:
-                    self.signals.result_not_stored.send(substream=sub.name, key=key, error=str(e))
-                    log.error(
-                        "companion: epoch=%d key=%s substream=%s: result not stored after "
-                        "%d tries: %s",
-                        key.epoch,
-                        key,
-                        sub.name,
-                        attempt,
-                        e,
-                    )
-                    return time.thread_time() - cpu
-                self.signals.result_write_retried.send(substream=sub.name, key=key, error=str(e))
-                log.debug(
-                    "companion: epoch=%d key=%s substream=%s: result write failed (try %d), "
-                    "again in %.2fs: %s",
-                    key.epoch,
-                    key,
-                    sub.name,
-                    attempt,
-                    delay,
-                    e,
-                )
-                self._retries.note(sub.name, f"key={key} try {attempt}: {e}")
-                time.sleep(delay)
-                delay *= 2
-            else:
-                break
-        self.signals.result_stored.send(substream=sub.name, key=key, status=status)
+        try:
+            self.riak.put(*location, value)
+        except (RiakError, OSError) as e:
+            self.signals.result_not_stored.send(substream=sub.name, key=key, error=str(e))
+            log.error(
+                "companion: epoch=%d key=%s substream=%s: result not stored: %s",
+                key.epoch,
+                key,
+                sub.name,
+                e,
+            )
+        else:
+            self.signals.result_stored.send(substream=sub.name, key=key, status=status)
         return time.thread_time() - cpu
 
     def shutdown(self) -> None:
         """Stop the threads without waiting; writes not started are dropped."""
         self._pool.shutdown(wait=False, cancel_futures=True)
-        self._retries.flush()

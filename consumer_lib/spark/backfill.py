@@ -5,7 +5,8 @@ Opt-in (a command an operator runs for a range), rate-limited, and run through t
 companion's own sandbox (:func:`substreams.sandbox.run_substreams` with the harness's
 copy of the companion's default caps): same limits, same stored value (``stored_value``:
 the packed ``ok`` result or a marked failure), same place (bucket type ``substreams``,
-bucket = the substream, key = the chunk key), same put options. Per Spark task::
+bucket = the substream, key = the chunk key; other bucket types and buckets with
+``namespaces``, as the companion's ``[namespaces]``), same put options. Per Spark task::
 
     for each epoch of its slices, each dc: metadata; the chunks the plugin reads
         stored = GET substreams/<name>/<key>
@@ -59,8 +60,15 @@ from pyspark.sql import SparkSession
 from consumer_lib.plugins import PluginCatalog
 from eventstore.blob import unpack_blob
 from eventstore.errors import EventStoreError
-from eventstore.names import DEFAULT_NAMESPACES, ChunkKey, MetadataKey, parse_metadata
+from eventstore.names import (
+    DEFAULT_NAMESPACES,
+    ChunkKey,
+    MetadataKey,
+    Namespaces,
+    parse_metadata,
+)
 from eventstore.riak import NotFound, RiakClient, RiakError
+from eventstore.riak.defaults import CONFIRMED_ABSENCE
 from substreams.api import Context, Substream
 from substreams.harness import DEFAULT_CAP
 from substreams.overwrite import decide
@@ -92,6 +100,7 @@ class BackfillPlan:
     timeout_s: float = 30.0
     replace_version: bool = False
     first_after_s: float = 0.0  # the slot's previous unit's pacing debt
+    namespaces: Namespaces = DEFAULT_NAMESPACES
 
 
 @dataclass(frozen=True)
@@ -189,9 +198,11 @@ def _load(plan: BackfillPlan) -> tuple[Substream, PluginCatalog]:
     return plugin, catalog
 
 
-def _stored(riak: RiakClient, plugin: Substream, key: ChunkKey) -> ResultRecord | None:
+def _stored(
+    riak: RiakClient, ns: Namespaces, plugin: Substream, key: ChunkKey
+) -> ResultRecord | None:
     """The result stored for ``key``, or None when missing or unreadable."""
-    location = DEFAULT_NAMESPACES.substream_location(plugin.name, key)
+    location = ns.substream_location(plugin.name, key)
     try:
         value = riak.get(*location).value
     except NotFound:
@@ -203,14 +214,19 @@ def _stored(riak: RiakClient, plugin: Substream, key: ChunkKey) -> ResultRecord 
 
 
 def _chunks(
-    riak: RiakClient, plugin: Substream, dcs: Sequence[str], slices: Iterable[tuple[int, int]]
+    riak: RiakClient, plan: BackfillPlan, plugin: Substream, slices: Iterable[tuple[int, int]]
 ) -> Iterator[ChunkKey]:
     """The chunks of ``slices`` the plugin reads, from the metadata (one multi_get per
     slice)."""
-    ns = DEFAULT_NAMESPACES
+    ns = plan.namespaces
     for start, stop in slices:
-        metas = [MetadataKey(e, dc) for e in range(start, stop) for dc in dcs]
-        found = riak.multi_get(ns.epochs_bucket_type, ns.epochs_bucket, [m.format() for m in metas])
+        metas = [MetadataKey(e, dc) for e in range(start, stop) for dc in plan.dcs]
+        found = riak.multi_get(
+            ns.epochs_bucket_type,
+            ns.epochs_bucket,
+            [m.format() for m in metas],
+            **CONFIRMED_ABSENCE,
+        )
         for meta in metas:
             obj = found.get(meta.format())
             if obj is None:
@@ -229,7 +245,7 @@ def count_slices(plan: BackfillPlan, slices: Iterable[tuple[int, int]]) -> Itera
     plugin, catalog = _load(plan)
     try:
         with RiakClient(list(plan.nodes), timeout_s=plan.timeout_s) as riak:
-            yield sum(1 for _ in _chunks(riak, plugin, plan.dcs, slices))
+            yield sum(1 for _ in _chunks(riak, plan, plugin, slices))
     finally:
         catalog.close()
 
@@ -250,33 +266,33 @@ def run_slices(
     pacer = Pacer(plan.chunks_per_s, first_after_s=plan.first_after_s)
     try:
         with RiakClient(list(plan.nodes), timeout_s=plan.timeout_s) as riak:
-            for key in _chunks(riak, plugin, plan.dcs, slices):
-                counts[_one(riak, plugin, key, pacer, plan.replace_version)] += 1
+            for key in _chunks(riak, plan, plugin, slices):
+                counts[_one(riak, plan, plugin, key, pacer)] += 1
     finally:
         catalog.close()
     yield dict(counts), pacer.owed_s()
 
 
 def _one(
-    riak: RiakClient, plugin: Substream, key: ChunkKey, pacer: Pacer, replace_version: bool
+    riak: RiakClient, plan: BackfillPlan, plugin: Substream, key: ChunkKey, pacer: Pacer
 ) -> str:
     """Backfill one chunk; returns what happened: kept, other_version, stored, failed,
     unreadable."""
-    decision = decide(_stored(riak, plugin, key), plugin.version, replace_version=replace_version)
+    ns = plan.namespaces
+    stored = _stored(riak, ns, plugin, key)
+    decision = decide(stored, plugin.version, replace_version=plan.replace_version)
     if decision != "write":
         return "kept" if decision == "keep" else "other_version"
     pacer.wait()
     try:
-        blob = riak.get(*DEFAULT_NAMESPACES.chunk_location(key)).value
+        blob = riak.get(*ns.chunk_location(key)).value
         events = unpack_blob(blob, key=key.format(), fields=plugin.fields)
     except (RiakError, EventStoreError):
         return "unreadable"
     if not isinstance(events, list):
         return "unreadable"
     (outcome,) = run_substreams([plugin], events, Context.of(key), cap=DEFAULT_CAP)
-    riak.put(
-        *DEFAULT_NAMESPACES.substream_location(plugin.name, key), stored_value(plugin, outcome)
-    )
+    riak.put(*ns.substream_location(plugin.name, key), stored_value(plugin, outcome))
     return "stored" if outcome.ok else "failed"
 
 
@@ -294,6 +310,7 @@ def backfill(
     parallelism: int | None = None,
     replace_version: bool = False,
     progress: Callable[[BackfillProgress], None] | None = None,
+    namespaces: Namespaces = DEFAULT_NAMESPACES,
 ) -> dict[str, int]:
     """Run ``substream`` over ``[start, end)`` of ``dcs`` (see the module docstring).
 
@@ -313,6 +330,7 @@ def backfill(
         progress: called on the driver once the chunks are counted (``done`` 0) and
             after each unit; None: no count is made (it reads the range's metadata
             once more).
+        namespaces: where the chunks, the metadata and the results are.
 
     Returns:
         Counts: ``chunks``, ``stored``, ``failed`` (stored as a marked failure),
@@ -345,6 +363,7 @@ def backfill(
         entry_points,
         max_chunks_per_s / tasks,
         replace_version=replace_version,
+        namespaces=namespaces,
     )
     totals: Counter[str] = Counter()
     if slices:

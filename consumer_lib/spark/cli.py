@@ -19,6 +19,11 @@ summary. ``--json`` prints the hours written or the counts as JSON on stdout; un
 spark-submit it arrives on spark-submit's stdout (Spark forwards the driver's stderr). Every
 option is also an environment variable ``RIAK_EVENTS_SPARK_<COMMAND>_<OPTION>``.
 Bad input exits with status 2 naming the option; a failed job with status 1.
+
+Where the data is, when the cluster names it otherwise (the ``[namespaces]`` keys of
+the daemons' config files): ``--events-bucket-type``, ``--events-bucket``,
+``--epochs-bucket-type``, ``--epochs-bucket`` and, for backfill,
+``--substreams-bucket-type``.
 """
 
 from __future__ import annotations
@@ -35,6 +40,8 @@ from typing import Any
 
 import click
 
+from eventstore.errors import InvalidName
+from eventstore.names import DEFAULT_NAMESPACES, Namespaces
 from eventstore.options import (
     CANONICAL,
     aliased_option,
@@ -187,6 +194,46 @@ def _with_common(f: Any) -> Any:
     return f
 
 
+#: Where the data is, by ``[namespaces]`` key (the daemons' config files): the help
+#: of its option. ``substreams_bucket_type`` only for backfill, which writes results.
+_NAMESPACE_HELP = {
+    "events_bucket_type": "Bucket type of the chunks of events",
+    "events_bucket": "Bucket of the chunks of events",
+    "epochs_bucket_type": "Bucket type of the epochs' metadata",
+    "epochs_bucket": "Bucket of the epochs' metadata",
+    "substreams_bucket_type": "Bucket type of the substream results",
+}
+
+
+def _namespace_options(*, results: bool) -> Callable[[Any], Any]:
+    """``--events-bucket-type`` ... (the ``[namespaces]`` keys) as click options;
+    ``results``: also ``--substreams-bucket-type``."""
+    names = [n for n in _NAMESPACE_HELP if results or n != "substreams_bucket_type"]
+
+    def add(f: Any) -> Any:
+        for name in reversed(names):
+            f = click.option(
+                "--" + name.replace("_", "-"),
+                name,
+                default=getattr(DEFAULT_NAMESPACES, name),
+                show_default=True,
+                help=_NAMESPACE_HELP[name] + f" ([namespaces] {name}).",
+            )(f)
+        return f
+
+    return add
+
+
+def _namespaces(values: dict[str, str]) -> Namespaces:
+    """The namespaces the options name; a bad name is a usage error naming the option."""
+    try:
+        return Namespaces(**values)
+    except InvalidName as e:
+        raise click.BadParameter(
+            f"{e.text} {e.reason}", param_hint="--" + e.part.replace("_", "-")
+        ) from None
+
+
 @spark.command()
 @_with_common
 @click.option("--dc", required=True, help="The data centre (one).")
@@ -202,6 +249,7 @@ def _with_common(f: Any) -> Any:
     type=click.FloatRange(0),
     help="Seconds after an hour's end before it is marked complete.",
 )
+@_namespace_options(results=False)
 @json_option
 def export(  # noqa: PLR0917 (click passes options as arguments)
     nodes: tuple[str, ...],
@@ -214,6 +262,7 @@ def export(  # noqa: PLR0917 (click passes options as arguments)
     files_per_hour: int,
     settle_s: float,
     as_json: bool,
+    **names: str,
 ) -> None:
     """Export [start, end) of one dc to Parquet: date/hour/dc/type, an hour at a time,
     each replaced whole and marked _COMPLETE once finished."""
@@ -224,6 +273,7 @@ def export(  # noqa: PLR0917 (click passes options as arguments)
     if "," in dc:
         raise click.BadParameter(f"export writes one dc at a time: {dc!r}", param_hint="--dc")
     check_dc(dc)
+    namespaces = _namespaces(names)
     node_list = _checked_nodes(nodes)  # all of it before Spark starts
     with _session(master) as session, _job("export", (SparkSourceError, ValueError)):
         hours = export_range(
@@ -237,6 +287,7 @@ def export(  # noqa: PLR0917 (click passes options as arguments)
             files_per_hour=files_per_hour,
             settle_s=settle_s,
             progress=_err,
+            namespaces=namespaces,
         )
     events = sum(h.events for h in hours)
     complete = sum(1 for h in hours if h.complete)
@@ -273,6 +324,7 @@ def export(  # noqa: PLR0917 (click passes options as arguments)
               help="Overwrite stored results of another version of the plugin.")  # fmt: skip
 @click.option("--progress/--no-progress", default=None,
               help="Chunks done/total, rate, ETA on stderr (default: on a terminal).")  # fmt: skip
+@_namespace_options(results=True)
 @json_option
 def backfill(  # noqa: PLR0917 (click passes options as arguments)
     nodes: tuple[str, ...],
@@ -288,6 +340,7 @@ def backfill(  # noqa: PLR0917 (click passes options as arguments)
     replace_version: bool,
     progress: bool | None,
     as_json: bool,
+    **names: str,
 ) -> None:
     """Run one substream over [start, end) and store its results as the companion does
     (a stored result of the same version is kept; one of another version is kept too,
@@ -297,6 +350,7 @@ def backfill(  # noqa: PLR0917 (click passes options as arguments)
 
     first, stop = _range(start, end)
     dcs = check_dc(dc, several=True)
+    namespaces = _namespaces(names)
     node_list = _checked_nodes(nodes)  # all of it before Spark starts
     show = sys.stderr.isatty() if progress is None else progress
     with _session(master) as session, _backfill_progress(show, substream) as report:
@@ -315,6 +369,7 @@ def backfill(  # noqa: PLR0917 (click passes options as arguments)
                 parallelism=parallelism,
                 replace_version=replace_version,
                 progress=report,
+                namespaces=namespaces,
             )
     summary = ", ".join(f"{k} {v}" for k, v in counts.items())
     _err(f"backfill {substream} [{first}, {stop}): {summary} in {time.monotonic() - began:.1f}s")

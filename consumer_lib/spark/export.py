@@ -59,10 +59,11 @@ from pyspark.sql.functions import col, timestamp_seconds
 
 from consumer_lib import defaults
 from consumer_lib.spark.files import HadoopFiles
-from consumer_lib.spark.source import SourceOptions
+from consumer_lib.spark.source import NAMESPACE_OPTIONS, SourceOptions
 from consumer_lib.spark.view import register
-from eventstore.names import DEFAULT_NAMESPACES, MetadataKey, parse_metadata
+from eventstore.names import DEFAULT_NAMESPACES, MetadataKey, Namespaces, parse_metadata
 from eventstore.riak import RiakClient
+from eventstore.riak.defaults import CONFIRMED_ABSENCE
 
 __all__ = [
     "HOUR_S",
@@ -122,6 +123,7 @@ def export_range(
     settle_s: float = DEFAULT_SETTLE_S,
     progress: Callable[[str], None] = lambda line: None,
     clock: Callable[[], float] = time.time,
+    namespaces: Namespaces = DEFAULT_NAMESPACES,
 ) -> list[HourExported]:
     """Export the hours of ``[start, end)`` of ``dc`` (see the module docstring).
 
@@ -136,6 +138,7 @@ def export_range(
         settle_s: seconds after an hour's end before it gets its marker.
         progress: receives one line per hour.
         clock: wall clock (unix seconds).
+        namespaces: where the chunks and the metadata are.
 
     Returns:
         One record per hour, in order.
@@ -148,6 +151,7 @@ def export_range(
     if files_per_hour < 1:
         raise ValueError(f"files_per_hour must be >= 1: {files_per_hour}")
     base = {"nodes": ",".join(nodes), "dc": dc, "types": types, "event": "json"}
+    base.update({name: getattr(namespaces, name) for name in NAMESPACE_OPTIONS})
     SourceOptions.parse({**base, "start": str(start), "end": str(end)})  # check them now
     if "," in dc:
         raise ValueError(f"export writes one dc at a time: {dc!r}")
@@ -229,10 +233,12 @@ def _export_hour(  # noqa: PLR0917
 def chunks_per_epoch(options: SourceOptions) -> dict[int, int]:
     """Chunks to read per epoch of ``[options.start, options.end)`` (every dc), from
     the metadata (one ``multi_get``); epochs without any are left out."""
-    ns = DEFAULT_NAMESPACES
+    ns = options.namespaces
     keys = [MetadataKey(e, dc) for e in range(options.start, options.end) for dc in options.dcs]
     with RiakClient(list(options.nodes), timeout_s=options.timeout_s) as riak:
-        found = riak.multi_get(ns.epochs_bucket_type, ns.epochs_bucket, [k.format() for k in keys])
+        found = riak.multi_get(
+            ns.epochs_bucket_type, ns.epochs_bucket, [k.format() for k in keys], **CONFIRMED_ABSENCE
+        )
     counts: dict[int, int] = {}
     for key in keys:
         obj = found.get(key.format())

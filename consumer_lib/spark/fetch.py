@@ -27,6 +27,7 @@ import httptools
 
 from consumer_lib.errors import ConsumerError
 from eventstore.riak import RiakClient, paths
+from eventstore.riak.defaults import CONFIRMED_ABSENCE
 from eventstore.riak.errors import NotFound
 
 __all__ = ["PipelineBroken", "get_all", "pipelined_get"]
@@ -90,6 +91,8 @@ def pipelined_get(
     host, port = parts.hostname or "", parts.port or 8098
     prefix = f"{parts.path.rstrip('/')}"
     head = f" HTTP/1.1\r\nHost: {parts.netloc}\r\nUser-Agent: riak-events\r\n"
+    # Metadata and chunks: no false "not found" from an empty fallback replica.
+    confirmed = paths.query({k: bool(v) for k, v in CONFIRMED_ABSENCE.items()})
     head += "X-Riak-URL-Encoding: on\r\n\r\n"
     answers = _Answers()
     answered = sent = 0
@@ -105,7 +108,7 @@ def pipelined_get(
                 # Every request the window allows, in one send.
                 stop = min(len(keys), answered + depth)
                 batch = "".join(
-                    f"GET {prefix}{paths.object_path(bucket_type, bucket, k)}{head}"
+                    f"GET {prefix}{paths.object_path(bucket_type, bucket, k)}{confirmed}{head}"
                     for k in keys[sent:stop]
                 )
                 try:
@@ -177,6 +180,6 @@ def get_all(
         )
     for key in keys[done:]:
         try:
-            yield key, client.get(bucket_type, bucket, key).value
+            yield key, client.get(bucket_type, bucket, key, **CONFIRMED_ABSENCE).value
         except NotFound:
             yield key, None

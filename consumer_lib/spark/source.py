@@ -38,11 +38,16 @@ when Spark plans the read; an ``end`` inside an epoch includes that epoch), ``ty
 (most epochs per Spark partition, default 300), ``parallelism`` (default 1), ``event``
 (``variant``, the default, or ``json``), ``batch_rows`` (least rows per Arrow batch,
 chunks joined; default 10,000), ``binary`` (``utf8`` / ``latin1`` / ``bytes``, see
-eventstore/sereal/DESIGN.md "JSON transcoding"), ``timeout_s`` (default 30).
+eventstore/sereal/DESIGN.md "JSON transcoding"), ``timeout_s`` (default 30); where the
+data is (:class:`eventstore.names.Namespaces`, the ``[namespaces]`` keys of the daemons'
+config files): ``events_bucket_type``, ``events_bucket`` (default ``events``),
+``epochs_bucket_type``, ``epochs_bucket`` (default ``epochs``) and, for the substream
+source, ``substreams_bucket_type`` (default ``substreams``).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import random
 import re
@@ -62,18 +67,28 @@ from consumer_lib.ranges import epoch_of
 from consumer_lib.spark.fetch import get_all
 from eventstore import sereal
 from eventstore.blob import verify_postfix
-from eventstore.names import ChunkKey, ChunkRef, MetadataKey, Namespaces, parse_metadata
+from eventstore.errors import InvalidName
+from eventstore.names import (
+    DEFAULT_NAMESPACES,
+    ChunkKey,
+    ChunkRef,
+    MetadataKey,
+    Namespaces,
+    parse_metadata,
+)
 from eventstore.riak import RiakClient
 
 __all__ = [
     "DEFAULT_EPOCHS_PER_PARTITION",
     "FULL_STREAM_EPOCHS_PER_PARTITION",
     "JSON_SCHEMA",
+    "NAMESPACE_OPTIONS",
     "SCHEMA",
     "EpochSlice",
     "RiakEventsReader",
     "SourceOptions",
     "SparkSourceError",
+    "namespaces_of",
     "source_schema",
 ]
 
@@ -106,6 +121,24 @@ _EVENT_FORMATS = {"variant": SCHEMA, "json": JSON_SCHEMA}
 
 _INT_RE = re.compile(r"0|[1-9][0-9]*")
 
+#: The options naming where the data is: the fields of :class:`Namespaces`, which are
+#: also the ``[namespaces]`` keys of the daemons' config files.
+NAMESPACE_OPTIONS = tuple(f.name for f in dataclasses.fields(Namespaces))
+
+
+def namespaces_of(options: Mapping[str, str]) -> Namespaces:
+    """The bucket types and buckets the options name (:data:`NAMESPACE_OPTIONS`; the
+    defaults for those not given).
+
+    Raises:
+        SparkSourceError: a name outside ``[A-Za-z0-9_][A-Za-z0-9_.-]*``, naming the option.
+    """
+    given = {n: str(options[n]).strip() for n in NAMESPACE_OPTIONS if options.get(n) is not None}
+    try:
+        return Namespaces(**given)
+    except InvalidName as e:
+        raise SparkSourceError(f"option {e.part!r}: {e.text} {e.reason}") from None
+
 
 def source_schema(options: Mapping[str, str]) -> StructType:
     """The rows' schema for these options (``event``: ``variant`` or ``json``).
@@ -134,6 +167,7 @@ class SourceOptions:
     parallelism: int = 1
     event: str = "variant"
     batch_rows: int = DEFAULT_BATCH_ROWS
+    namespaces: Namespaces = DEFAULT_NAMESPACES
 
     @classmethod
     def parse(
@@ -215,6 +249,7 @@ class SourceOptions:
             parallelism,
             event,
             batch_rows,
+            namespaces_of(options),
         )
 
     def wants(self, ref: ChunkRef) -> bool:
@@ -269,26 +304,22 @@ def epoch_slices(start: int, end: int, most: int, parallelism: int) -> list[tupl
     return list(itertools.pairwise(bounds))
 
 
-def read_slice(  # noqa: PLR0917
-    client: RiakClient,
-    options: SourceOptions,
-    start: int,
-    stop: int,
-    schema: pa.Schema,
-    namespaces: Namespaces | None = None,
+def read_slice(
+    client: RiakClient, options: SourceOptions, start: int, stop: int, schema: pa.Schema
 ) -> Iterator[pa.RecordBatch]:
     """The rows of epochs ``[start, stop)``, epoch by epoch, dc by dc, chunks in
     metadata order, in Arrow batches of at least ``options.batch_rows`` rows (chunks
     joined; the last may have fewer). The slice's metadata and then its chunks are
     fetched pipelined (:func:`consumer_lib.spark.fetch.get_all`: up to
     :data:`PIPELINE_DEPTH` requests ahead, so the node answers while this transcodes),
-    from one node chosen by the slice's first epoch (the Riak client behind it).
+    from one node chosen by the slice's first epoch (the Riak client behind it), in
+    ``options.namespaces``.
 
     Raises:
         SparkSourceError: a chunk the metadata names is missing.
         eventstore errors: unreadable metadata, checksum or Sereal errors, Riak errors.
     """
-    ns = namespaces or Namespaces()
+    ns = options.namespaces
     # Slices spread over the nodes, each slice always on the same one.
     node = random.Random(start).choice(options.nodes)
     fetch = partial(get_all, client, node, depth=PIPELINE_DEPTH, timeout_s=options.timeout_s)

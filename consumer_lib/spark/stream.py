@@ -44,7 +44,8 @@ Failure scenarios:
 5. **Chunk listed but missing**: the batch fails as a batch read does (ChunkMissing
    naming the key); nothing of that batch is committed.
 
-Options on top of the batch source's (``start`` is the first epoch of a new query,
+Options on top of the batch source's (its namespace options too: the probes read the
+metadata where the slices do; ``start`` is the first epoch of a new query,
 default the newest due epoch; ``end``, optional, the epoch it stops before, as tail's
 ``until``; both in the batch source's forms: epochs, ISO-8601, ``now-5m``, a relative
 one taken each time the query starts or restarts): ``lag_s`` (default 5),
@@ -71,8 +72,9 @@ from pyspark.sql.streaming.datasource import (
 from consumer_lib import defaults
 from consumer_lib.spark.source import EpochSlice, RiakEventsReader, SourceOptions, SparkSourceError
 from consumer_lib.spark.substream_source import SubstreamOptions, SubstreamSourceReader
-from eventstore.names import DEFAULT_NAMESPACES, MetadataKey
+from eventstore.names import MetadataKey, Namespaces
 from eventstore.riak import RiakClient
+from eventstore.riak.defaults import CONFIRMED_ABSENCE
 
 __all__ = ["RiakEventsStreamReader", "StreamOptions", "landed_end"]
 
@@ -106,6 +108,7 @@ class StreamOptions:
     nodes: tuple[str, ...]
     timeout_s: float
     epochs_per_partition: int
+    namespaces: Namespaces
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> tuple[StreamOptions, dict[str, str]]:
@@ -139,6 +142,7 @@ class StreamOptions:
             parsed.nodes,
             parsed.timeout_s,
             parsed.epochs_per_partition,
+            parsed.namespaces,
         )
         return stream, batch
 
@@ -226,11 +230,13 @@ class RiakEventsStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
         bound = int(min(target, math.floor(now)))
 
         def has_metadata(keys: list[MetadataKey]) -> set[str]:
+            ns = self.stream.namespaces
             with RiakClient(list(self.stream.nodes), timeout_s=self.stream.timeout_s) as riak:
                 found = riak.multi_get(
-                    DEFAULT_NAMESPACES.epochs_bucket_type,
-                    DEFAULT_NAMESPACES.epochs_bucket,
+                    ns.epochs_bucket_type,
+                    ns.epochs_bucket,
                     [k.format() for k in keys],
+                    **CONFIRMED_ABSENCE,
                 )
             return {k for k, v in found.items() if v is not None}
 

@@ -35,7 +35,8 @@ result_json    string      the result as JSON text (null for a gap); byte string
 
 :func:`consumer_lib.spark.view.load_substream` adds ``result`` as VARIANT
 (``parse_json``). Options on top of the batch source's (``nodes``, ``dc``, ``start``,
-``end``, ``types``, ``epochs_per_partition``, ``timeout_s``): ``substream`` (the name),
+``end``, ``types``, ``epochs_per_partition``, ``timeout_s``, the namespace options:
+``substreams_bucket_type`` is where the results are read): ``substream`` (the name),
 ``fallback`` (``auto`` default, ``off``, ``always``), ``plugin_dirs`` (comma-separated
 directories holding the plugin, as the companions' ``plugin_dirs``; they must exist on
 every executor), ``entry_points`` (``true``: also installed ``riak_events.substreams``
@@ -70,7 +71,7 @@ from consumer_lib.store import Store
 from consumer_lib.substream import FallbackMode, SubstreamReader, load_plugin, results
 from consumer_lib.types import ChunkFilter, SubstreamResult
 from eventstore.errors import InvalidName
-from eventstore.names import DEFAULT_NAMESPACES, ChunkRef, check_bucket_name
+from eventstore.names import ChunkRef, check_bucket_name
 
 __all__ = [
     "SUBSTREAM_SCHEMA",
@@ -198,7 +199,7 @@ def read_results(options: SubstreamOptions, start: int, stop: int) -> Iterator[p
     """
     o = options.source
     schema = to_arrow_schema(SUBSTREAM_SCHEMA, timezone="UTC")
-    store = Store(o.nodes, namespaces=DEFAULT_NAMESPACES, timeout_s=o.timeout_s)
+    store = Store(o.nodes, namespaces=o.namespaces, timeout_s=o.timeout_s)
     catalog = PluginCatalog(
         [Path(d) for d in options.plugin_dirs], use_entry_points=options.entry_points
     )

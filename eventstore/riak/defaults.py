@@ -2,6 +2,16 @@
 
 from __future__ import annotations
 
+from typing import TypedDict
+
+
+class ReadOptions(TypedDict, total=False):
+    """Riak read options given to :meth:`RiakClient.get` as keywords."""
+
+    notfound_ok: bool
+    basic_quorum: bool
+
+
 #: Socket timeout of one HTTP request (connect, send, each read), seconds.
 TIMEOUT_S = 10.0
 #: Connect timeout, seconds: a dead node fails fast and the retry moves on.
@@ -24,3 +34,11 @@ RETRY_JITTER = 0.5
 RETRY_DEADLINE_S = 15.0
 
 USER_AGENT = "riak-events"
+
+#: Read options for a key whose absence must be confirmed: a value from any replica is
+#: taken at once, but "not found" only when a quorum of replicas says so. With the
+#: design's bucket props (r=1, notfound_ok=true) Riak believes the first "not found", and
+#: while a primary is down its empty fallback replica answers first: on a real 3-node
+#: cluster with one node killed, a whole dc's epochs vanished for readers that way.
+#: Used for metadata and chunk reads (consumer, Spark, companion, the relocator's merge).
+CONFIRMED_ABSENCE: ReadOptions = {"notfound_ok": False, "basic_quorum": True}
