@@ -10,6 +10,9 @@ Routes:
 - ``POST /v1/substreams/{name}/enable``: an operator re-enables a disabled substream.
 - ``POST /v1/substreams/{name}/disable``: an operator disables a loaded substream on this
   node (its chunks get ``error: disabled: ...`` results, as after repeated failures).
+- ``POST /v1/substreams/{name}/refill``: ``{"epoch", "dc", "keys", "dry_run"}``: the
+  substream's missing, ``shed`` and ``disabled`` results among this node's keys run
+  again (``refill.py``); 409 while it is disabled here.
 - ``GET /healthz``: liveness: 200 while the engine runs, 503 otherwise.
 - ``GET /readyz``: readiness: 200 when, besides, the local Riak node answers and (when
   configured) the node's ZooKeeper session is connected; 503 naming what is not.
@@ -60,9 +63,12 @@ from companion.errors import (
     BodyTooLarge,
     CompanionError,
     PeerNotAllowed,
+    SubstreamDisabled,
     UnknownSubstream,
 )
 from companion.inbox import Inbox
+from companion.ownership import Ownership
+from companion.refill import refill_keys
 from companion.settings import CompanionSettings, as_mapping
 from companion.signals import EngineSignals
 from companion.stats import (
@@ -142,7 +148,7 @@ async def _read_body(request: Request, limit: int = defaults.MAX_BODY_BYTES) -> 
     return bytes(body)
 
 
-def _parse_key_group(body: bytes) -> tuple[int, str, list[ChunkKey]]:
+def _json_object(body: bytes) -> dict[str, Any]:
     try:
         data = json.loads(body)
     except ValueError as e:
@@ -151,6 +157,14 @@ def _parse_key_group(body: bytes) -> tuple[int, str, list[ChunkKey]]:
         raise BadKeyGroup("body is not a key group: JSON nested too deeply") from e
     if not isinstance(data, dict):
         raise BadKeyGroup("body must be a JSON object")
+    return data
+
+
+def _parse_key_group(body: bytes) -> tuple[int, str, list[ChunkKey]]:
+    return _key_group(_json_object(body))
+
+
+def _key_group(data: dict[str, Any]) -> tuple[int, str, list[ChunkKey]]:
     epoch, dc, keys = data.get("epoch"), data.get("dc"), data.get("keys")
     if isinstance(epoch, bool) or not isinstance(epoch, int) or not isinstance(dc, str):
         raise BadKeyGroup("epoch must be an integer and dc a string")
@@ -205,6 +219,29 @@ async def disable_substream(request: Request) -> Response:
     if changed:
         log.warning("companion: substream=%s version=%s disabled by an operator", name, sub.version)
     return JSONResponse({"substream": name, "version": sub.version, "enabled": False})
+
+
+async def refill_substream(request: Request) -> Response:
+    name = request.path_params["name"]
+    data = _json_object(await _read_body(request))
+    epoch, dc, keys = _key_group(data)
+    dry_run = data.get("dry_run", False)
+    if not isinstance(dry_run, bool):
+        raise BadKeyGroup("dry_run must be true or false")
+    engine: Engine = request.app.state.engine
+    sub = engine.plugins.substreams.get(name)
+    if sub is None:
+        raise UnknownSubstream(f"no substream {name!r} loaded on this node")
+    if engine.disabled.is_disabled(sub.name, sub.version, fresh=True):
+        raise SubstreamDisabled(
+            f"substream {name} is disabled on this node: enable it first "
+            f"(riak-events substream enable {name})"
+        )
+    owned = request.app.state.ownership.owned
+    answer = await run_in_threadpool(
+        refill_keys, engine, sub, owned, epoch, dc, keys, dry_run=dry_run
+    )
+    return JSONResponse(answer.to_json())
 
 
 async def healthz(request: Request) -> Response:
@@ -417,6 +454,7 @@ def create_app(
         thread.start()
         app.state.settings = settings
         app.state.engine = engine
+        app.state.ownership = Ownership(settings)
         app.state.metrics_dir = metrics_dir
         app.state.publish_stats = publish_stats
         log.info(
@@ -440,6 +478,7 @@ def create_app(
             Route("/v1/audit", post_audit, methods=["POST"]),
             Route("/v1/substreams/{name}/enable", enable_substream, methods=["POST"]),
             Route("/v1/substreams/{name}/disable", disable_substream, methods=["POST"]),
+            Route("/v1/substreams/{name}/refill", refill_substream, methods=["POST"]),
             Route("/healthz", healthz, methods=["GET"]),
             Route("/readyz", readyz, methods=["GET"]),
             Route("/metrics", metrics_endpoint, methods=["GET"]),

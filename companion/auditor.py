@@ -77,11 +77,12 @@ from companion import metrics
 from companion.audit_check import AuditAnswer
 from companion.audit_cursor import CursorFile, DcCursor
 from companion.errors import CompanionError
+from companion.ownership import Ownership
 from companion.settings import CompanionSettings
 from eventstore.errors import EventStoreError
 from eventstore.names import ChunkKey, MetadataKey, parse_metadata
 from eventstore.riak import NotFound, RiakClient, RiakError
-from eventstore.ring import Ring
+from eventstore.riak.defaults import CONFIRMED_ABSENCE
 
 log = logging.getLogger(__name__)
 
@@ -208,7 +209,7 @@ class Auditor:
         self._clock = clock
         self._busy = busy or (lambda: False)
         self._seen = seen or SeenDcs(settings.state_dir / "dcs", clock=clock)
-        self._ring = Ring(settings.ring_nodes, settings.ring_size) if settings.ring_nodes else None
+        self._ownership = Ownership(settings)
         self._file = cursors or CursorFile(settings.state_dir)
         self.cursors: dict[str, DcCursor] = self._file.load()
         self._saved_at = 0.0
@@ -220,17 +221,9 @@ class Auditor:
         self._thread: threading.Thread | None = None
 
     def owned(self, key: ChunkKey) -> bool:
-        """Whether this node is the first primary of ``key`` (always, without a ring)."""
-        if self._ring is None:
-            return True
-        ns = self.settings.namespaces
-        preflist = self._ring.preflist(
-            ns.events_bucket,
-            key.format(),
-            bucket_type=ns.events_bucket_type,
-            n_val=self.settings.n_val,
-        )
-        return bool(preflist) and preflist[0].node == self.settings.node
+        """Whether this node is the first primary of ``key`` (always, without a ring;
+        :class:`companion.ownership.Ownership`)."""
+        return self._ownership.owned(key)
 
     def dcs(self) -> list[str]:
         """The configured ``audit_dcs``, the dcs seen in key groups within the horizon,
@@ -353,7 +346,7 @@ class Auditor:
         ns = self.settings.namespaces
         meta = MetadataKey(epoch, dc)
         try:
-            value = self._riak.get(*ns.metadata_location(meta)).value
+            value = self._riak.get(*ns.metadata_location(meta), **CONFIRMED_ABSENCE).value
         except NotFound:
             state.visits += 1
             return _Outcome.CONFIRMED

@@ -47,3 +47,10 @@ class InputChunkUnreadable(CompanionError):
     """The chunk a substream run takes as input could not be fetched, verified or decoded;
     its results are marked error. (The consumer library's ``ChunkUnreadable`` is a
     reader's error, not this one.)"""
+
+
+class SubstreamDisabled(CompanionError):
+    """A refill asks for a substream disabled on this node (its runs would only be
+    marked ``disabled`` again); answered 409: enable it first."""
+
+    status_code = 409

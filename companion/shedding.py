@@ -30,7 +30,11 @@ from substreams.results import error_value
 
 log = logging.getLogger(__name__)
 
-__all__ = ["Shedder", "disabled_value", "shed_value"]
+__all__ = ["DISABLED_PREFIX", "Shedder", "disabled_value", "shed_value"]
+
+#: How the error of a disabled substream's result starts (``error`` status): a gap
+#: that ``substream refill`` fills once the substream is enabled again.
+DISABLED_PREFIX = "disabled:"
 
 
 def shed_value(sub: Substream, reason: str) -> bytes:
@@ -41,7 +45,7 @@ def shed_value(sub: Substream, reason: str) -> bytes:
 
 def disabled_value(sub: Substream) -> bytes:
     """The result of a substream disabled on this node: ``error``, so consumers fall back."""
-    return error_value("error", sub.name, sub.version, "disabled: on this node")
+    return error_value("error", sub.name, sub.version, f"{DISABLED_PREFIX} on this node")
 
 
 class Shedder:

@@ -14,6 +14,10 @@ Markers: an HTML comment on the line right before a block's opening fence.
   still be running and stop cleanly on SIGTERM.
 - ``<!-- readme-test: file PATH -->``: not run, written to PATH (a plugin the blocks
   after it use).
+- ``<!-- readme-test: expect (RE ; RE ...) -->``: run as any block, and its output
+  (stdout and stderr) must match each regular expression (`` ; `` between them): what
+  the block's comments promise it shows (the author's loop: results served, then
+  computed here, and the broken plugin's ``problem:`` line).
 
 Every other block must exit with status 0 and print no traceback; a Python block must
 also print something (each prints what its query returned: an empty answer fails, as
@@ -27,7 +31,10 @@ variables the daemons read for what the README leaves to their config files
 intake ports and the cluster; ``RIAK_EVENTS_COMPANION_*``: listen address, node,
 ZooKeeper; ``RIAK_EVENTS_LOADGEN_TARGET``). ZooKeeper is the one server the test
 starts itself. ``HOME`` is a directory of the working directory, which is not the
-checkout: the example configs the README names are linked into it.
+checkout: the example configs the README names are linked into it. The context file is
+the default one under that ``HOME``: a block that starts the dev stack (``dev up
+--detach``, the author's loop) is found by the commands after it, with no address, as
+the README says; a dev stack a failed block left running is stopped at the end.
 """
 
 from __future__ import annotations
@@ -49,7 +56,7 @@ from relocator.testing import ZooKeeperProcess, zookeeper_available
 pytestmark = pytest.mark.e2e
 
 README = Path(__file__).parents[2] / "README.md"
-MARKER_RE = re.compile(r"<!--\s*readme-test:\s*(skip|background|file)\b\s*(.*?)\s*-->")
+MARKER_RE = re.compile(r"<!--\s*readme-test:\s*(skip|background|file|expect)\b\s*(.*?)\s*-->")
 FENCE_RE = re.compile(r"^```(\w+)\s*$")
 LANGS = {"sh": "sh", "bash": "sh", "shell": "sh", "python": "python", "py": "python"}
 #: Seconds one block may take (Spark blocks start a JVM on a shared machine).
@@ -63,8 +70,8 @@ class Block:
     line: int  # of the opening fence, 1-based
     lang: str  # "sh" or "python"
     code: str
-    marker: str  # "", "skip", "background", "file"
-    argument: str  # the skip reason or the file path
+    marker: str  # "", "skip", "background", "file", "expect"
+    argument: str  # the skip reason, the file path or the expected output
 
     @property
     def id(self) -> str:
@@ -171,6 +178,9 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     )
     devnode_url = f"http://127.0.0.1:{devnode}"
     env = environment_without(("RIAK_EVENTS_", "PROMETHEUS_MULTIPROC_DIR"))
+    # The default context file, under HOME: written by a block's `dev up`, read by the
+    # commands after it (environment_without names none).
+    env.pop("RIAK_EVENTS_CONTEXT", None)
     env.update(
         {
             "HOME": str(workdir / "home"),
@@ -213,10 +223,21 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
         died = [d.name for d in running.daemons if not d.running]
         logs = {d.name: d.log_text()[-4000:] for d in running.daemons}
         codes = {d.name: d.stop(timeout_s=30.0) for d in reversed(running.daemons)}
+        _stop_dev_stack(workdir, env)
         zookeeper.stop()
     assert not died, f"background daemons died during the README run: {died}\n{logs}"
     unclean = {name: code for name, code in codes.items() if code not in (0, -15)}
     assert not unclean, f"daemons did not stop cleanly on SIGTERM: {unclean}\n{logs}"
+
+
+def _stop_dev_stack(workdir: Path, env: dict[str, str]) -> None:
+    """``dev down``, when a block's dev stack still runs (that block failed)."""
+    if not (workdir / "home" / ".local" / "state" / "riak-events" / "dev").exists():
+        return
+    subprocess.run(
+        ["riak-events", "dev", "down"], cwd=workdir, env=env, capture_output=True,
+        timeout=120, check=False,
+    )  # fmt: skip
 
 
 def _daemon_kind(line: str) -> str:
@@ -262,7 +283,7 @@ def test_the_readme_has_blocks_and_markers_are_known() -> None:
     text = README.read_text()
     assert len(BLOCKS) >= 10
     markers = re.findall(r"<!--\s*readme-test:\s*(\w+)", text)
-    assert set(markers) <= {"skip", "background", "file"}, markers
+    assert set(markers) <= {"skip", "background", "file", "expect"}, markers
     # Every marker sits right before a block it applies to.
     assert len(markers) == sum(1 for b in BLOCKS if b.marker)
 
@@ -287,3 +308,6 @@ def test_readme_block(stack: Stack, block: Block) -> None:
     assert "Traceback" not in done.stdout + done.stderr, shown
     if block.lang == "python":
         assert done.stdout.strip(), f"README line {block.line} printed nothing\n{shown}"
+    if block.marker == "expect":
+        for expected in block.argument.split(" ; "):
+            assert re.search(expected, done.stdout + done.stderr), f"no {expected!r}\n{shown}"
