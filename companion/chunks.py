@@ -18,6 +18,7 @@ from eventstore.blob import DecodeLimits, verify_postfix
 from eventstore.errors import BlobTooLarge, EventStoreError
 from eventstore.names import ChunkKey, Namespaces
 from eventstore.riak import NotFound, RiakClient, RiakError
+from eventstore.riak.defaults import CONFIRMED_ABSENCE
 from eventstore.sereal.projection import Tree, project_events
 from substreams import forkserver_process
 from substreams.api import Event
@@ -34,7 +35,7 @@ def fetch_chunk(riak: RiakClient, namespaces: Namespaces, key: ChunkKey) -> byte
         InputChunkUnreadable: not found, or the node could not be read.
     """
     try:
-        return riak.get(*namespaces.chunk_location(key)).value
+        return riak.get(*namespaces.chunk_location(key), **CONFIRMED_ABSENCE).value
     except NotFound as e:
         raise InputChunkUnreadable(f"chunk_unreadable: {key} not found") from e
     except RiakError as e:

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
-#: Riak read options of every GET (the seed's "GET options"): one replica's answer is
-#: enough, and the first "not found" is believed. Safe because chunks are immutable and
-#: verified by their checksum postfix.
+#: Riak read options of every GET: one replica's value is enough (the seed's r=1: chunks
+#: are immutable and verified by their checksum postfix), but a "not found" is believed
+#: only from a quorum of replicas (notfound_ok=false, the bucket's basic_quorum=true), not
+#: from the first one: while a primary is down its empty fallback replica answers "not
+#: found" first, and with the seed's notfound_ok=true a whole dc's epochs vanished for
+#: readers of a real 3-node cluster with one node killed (eventstore.riak.defaults).
 R = 1
-NOTFOUND_OK = True
+NOTFOUND_OK = False
 
 #: Socket timeout of one request, seconds.
 TIMEOUT_S = 10.0

@@ -34,6 +34,7 @@ from contextlib import AbstractContextManager
 
 from eventstore.names import ChunkRef, merge_metadata, parse_metadata
 from eventstore.riak import NotFound, PreconditionFailed, RiakClient
+from eventstore.riak.defaults import CONFIRMED_ABSENCE
 from relocator.errors import MetadataNotSettled
 
 log = logging.getLogger(__name__)
@@ -119,7 +120,9 @@ class MetadataWriter:
         """The value ("" when absent) and its ETag: None when absent, "" for an object
         without one (then written over unconditionally)."""
         try:
-            obj = client.get(self._bucket_type, self._bucket, key)
+            # A false "not found" (an empty fallback replica answering first) would make
+            # this writer create the key afresh over entries others wrote.
+            obj = client.get(self._bucket_type, self._bucket, key, **CONFIRMED_ABSENCE)
         except NotFound:
             return "", None
         return obj.value.decode("ascii"), obj.etag or ""
