@@ -189,6 +189,9 @@ class Cluster:
         else:
             kwargs["hostname"] = name
             kwargs["network"] = self.topology.network
+            if service.aliases:
+                endpoint = self.client.api.create_endpoint_config(aliases=list(service.aliases))
+                kwargs["networking_config"] = {self.topology.network: endpoint}
             kwargs["ports"] = {
                 port: ("127.0.0.1", host) if host else ("127.0.0.1",)
                 for port, host in service.ports.items()

@@ -48,6 +48,8 @@ class Service:
         health: a command run inside the container; exit status 0 means healthy.
         share_network_of: run in that service's network namespace (a sidecar).
         endpoint: the published port worth printing, and what it is.
+        aliases: more names it answers to on the cluster's network (a Riak node's
+            dotted name: Riak's admin tools refuse a node name without a dot).
     """
 
     name: str
@@ -60,6 +62,7 @@ class Service:
     ports: Mapping[str, int | None] = field(default_factory=dict)
     share_network_of: str | None = None
     endpoint: tuple[str, str] | None = None
+    aliases: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -190,7 +193,11 @@ def build(
         )
         local_riak = {i: riak_urls[0] for i in range(1, nodes + 1)}
     else:
-        names = [f"riak@{host(f'riak{i}')}" for i in range(1, nodes + 1)]
+        # A dotted host part: with a bare one (riak@NAME-riak1) the node serves, but
+        # `riak ping` and every `riak admin` command answer "not responding to pings"
+        # (their Erlang node refuses a long name without a dot), so no step could join.
+        fqdn = {i: f"{host(f'riak{i}')}.{project}" for i in range(1, nodes + 1)}
+        names = [f"riak@{fqdn[i]}" for i in range(1, nodes + 1)]
         riak_urls = [f"http://{host(f'riak{i}')}:8098" for i in range(1, nodes + 1)]
         for i in range(1, nodes + 1):
             env = {"RIAK_NODENAME": names[i - 1]}
@@ -206,6 +213,7 @@ def build(
                     command=(),
                     env=env,
                     health=RIAK_HEALTH,
+                    aliases=(fqdn[i],),
                     volumes={f"riak{i}": "/var/lib/riak"},
                     ports={"8098/tcp": None, "5000/tcp": None},
                     endpoint=("8098/tcp", f"Riak HTTP API ({names[i - 1]})"),

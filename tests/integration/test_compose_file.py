@@ -70,5 +70,8 @@ def test_each_riak_companion_shares_its_nodes_network_and_names_that_node() -> N
         companion = services[f"companion{i}"]
         assert companion["network_mode"] == f"service:riak{i}"
         config = companion["environment"]["RIAK_EVENTS_CONFIG_TOML"]
-        assert f'node = "riak@riak{i}"' in config
-        assert services[f"riak{i}"]["environment"]["RIAK_NODENAME"] == f"riak@riak{i}"
+        assert f'node = "riak@riak{i}.riak-events"' in config
+        node = services[f"riak{i}"]
+        assert node["environment"]["RIAK_NODENAME"] == f"riak@riak{i}.riak-events"
+        # The dotted name (Riak's admin tools refuse a bare host) resolves on the network.
+        assert f"riak{i}.riak-events" in node["networks"]["default"]["aliases"]

@@ -61,8 +61,13 @@ def test_riak_flavor_runs_each_companion_in_its_nodes_network(tmp_path: Path) ->
         assert companion is not None and node is not None
         assert companion.share_network_of == f"riak{i}" and not companion.ports
         c = companion_settings.load(_config(tmp_path, companion))
-        assert c.node == node.env["RIAK_NODENAME"] == f"riak@rx-riak{i}"
+        assert c.node == node.env["RIAK_NODENAME"] == f"riak@rx-riak{i}.rx"
+        # The dotted name resolves on the cluster's network: Riak's admin tools refuse
+        # a node name without a dot, and the hook posts to http://<its host>:5000.
+        assert node.aliases == (f"rx-riak{i}.rx",)
+        assert "." in c.node.split("@", 1)[1]
     assert "RIAK_CLUSTER_SIZE" in t.services[1].env
+    assert t.services[2].env["RIAK_JOIN"] == "riak@rx-riak1.rx"
 
 
 def test_every_port_is_published_on_loopback_only() -> None:
