@@ -48,6 +48,7 @@ from companion import defaults
 from companion.settings import CompanionSettings
 from companion.stats import write_cluster_view
 from companion.zkstate import write_zookeeper_state
+from eventstore import zkpaths
 
 log = logging.getLogger(__name__)
 
@@ -90,7 +91,7 @@ class ZooKeeperPresence:
             auth_data=[("digest", settings.zk_auth)] if settings.zk_auth else None,
         )
         self.node = settings.node or settings.listen
-        self.znode = f"{settings.zk_root}/companions/{self.node}"
+        self.znode = zkpaths.companion(settings.zk_root, self.node)
         self._started_at = time.time()
         self._state = "CONNECTING"
         self._since = time.time()
@@ -171,7 +172,7 @@ class ZooKeeperPresence:
         try:
             stat = self.client.set(self.znode, data)
         except NoNodeError:
-            self.client.ensure_path(f"{self.settings.zk_root}/companions")
+            self.client.ensure_path(zkpaths.companions(self.settings.zk_root))
             try:
                 self.client.create(self.znode, data, ephemeral=True)
                 stat = self.client.exists(self.znode)
@@ -193,7 +194,7 @@ class ZooKeeperPresence:
         """Write what every live node reports to ``<state_dir>/cluster.json``."""
         from kazoo.exceptions import NoNodeError  # noqa: PLC0415
 
-        root = f"{self.settings.zk_root}/companions"
+        root = zkpaths.companions(self.settings.zk_root)
         nodes: dict[str, Any] = {}
         for child in self.client.get_children(root):
             try:

@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from consumer_lib.errors import DiscoveryFailed, InvalidArgument
+from eventstore import zkpaths
 
 log = logging.getLogger(__name__)
 
@@ -79,7 +80,7 @@ def live_nodes(
     Raises:
         DiscoveryFailed: ZooKeeper failed, or no live node is registered.
     """
-    path = f"{root.rstrip('/')}/companions"
+    path = zkpaths.companions(root)
     try:
         from kazoo.exceptions import KazooException, NoNodeError  # noqa: PLC0415
     except ImportError as e:  # pragma: no cover - zk_client checked it

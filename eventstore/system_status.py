@@ -35,6 +35,8 @@ from typing import Any
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
+from eventstore import zkpaths
+
 __all__ = ["collect", "companions_from_zookeeper", "get_json", "problems"]
 
 #: A relocator's backlog for a cluster is a problem from this many epochs on (a push
@@ -205,7 +207,7 @@ def _relocator(url: str, timeout_s: float) -> dict[str, Any]:
 def companions_from_zookeeper(client: Any, root: str) -> dict[str, dict[str, Any]]:
     """node -> its live znode's JSON (``endpoints.companion``, ``endpoints.riak``...);
     malformed znodes are left out."""
-    path = f"{root.rstrip('/')}/companions"
+    path = zkpaths.companions(root)
     found: dict[str, dict[str, Any]] = {}
     if not client.exists(path):
         return found

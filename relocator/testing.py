@@ -23,7 +23,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from eventstore import sereal
+from eventstore import sereal, zkpaths
 from eventstore.blob import unpack_blob
 from eventstore.devnode.testing import free_port
 from eventstore.names import parse_metadata
@@ -458,7 +458,7 @@ def writer_session(hosts: str, root: str, writer_id: int) -> int:
     zk = KazooClient(hosts=hosts)
     zk.start(timeout=10)
     try:
-        _, stat = zk.get(f"{root}/writers/{writer_id}")
+        _, stat = zk.get(zkpaths.writer(root, writer_id))
         return int(stat.ephemeralOwner)
     finally:
         zk.stop()

@@ -65,6 +65,7 @@ from kazoo.exceptions import KazooException, LockTimeout, NodeExistsError, NoNod
 from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.retry import KazooRetry
 
+from eventstore import zkpaths
 from relocator.errors import CoordinationUnavailable, WriterIdTaken
 from relocator.settings import ZooKeeperSettings
 
@@ -196,10 +197,10 @@ class ZkCoordinator:
         session = self._session()
         if session is None:
             raise CoordinationUnavailable("not connected")
-        for sub in ("writers", "relocators", "owners", "progress", "locks"):
-            self._call(self._zk.ensure_path, f"{self._root}/{sub}")
-        self._claim(f"{self._root}/writers/{self._writer_id}", wait_s)
-        self._claim(f"{self._root}/relocators/{self.id}", wait_s)
+        for sub in zkpaths.RELOCATOR_FOLDERS:
+            self._call(self._zk.ensure_path, f"{self._root.rstrip('/')}/{sub}")
+        self._claim(zkpaths.writer(self._root, self._writer_id), wait_s)
+        self._claim(zkpaths.relocator(self._root, self.id), wait_s)
         with self._lock:
             self._registered = session
         self.blocked = ""
@@ -282,13 +283,13 @@ class ZkCoordinator:
                 return set()
         self._drop_stale_locks()
         session = self._session()
-        live = max(1, len(self._call(self._zk.get_children, f"{self._root}/relocators")))
+        live = max(1, len(self._call(self._zk.get_children, zkpaths.relocators(self._root))))
         fair = math.ceil(self._units / live)
         mine: dict[int, int] = {}  # unit -> owner znode version
         free: list[int] = []
         for unit in range(self._units):
             try:
-                _, stat = self._call(self._zk.get, f"{self._root}/owners/{unit}")
+                _, stat = self._call(self._zk.get, zkpaths.owner(self._root, unit))
             except NoNodeError:
                 free.append(unit)
                 continue
@@ -296,13 +297,13 @@ class ZkCoordinator:
                 mine[unit] = stat.version
         for unit in sorted(mine, reverse=True)[: max(0, len(mine) - fair)]:
             with contextlib.suppress(NoNodeError):
-                self._call(self._zk.delete, f"{self._root}/owners/{unit}", version=mine[unit])
+                self._call(self._zk.delete, zkpaths.owner(self._root, unit), version=mine[unit])
             del mine[unit]
             log.info("zk: %s released spool unit %d (fair share %d)", self.id, unit, fair)
         for unit in free:
             if len(mine) >= fair:
                 break
-            if self._create_ephemeral(f"{self._root}/owners/{unit}") is None:
+            if self._create_ephemeral(zkpaths.owner(self._root, unit)) is None:
                 mine[unit] = 0
                 log.info("zk: %s owns spool unit %d", self.id, unit)
         with self._lock:
@@ -328,7 +329,7 @@ class ZkCoordinator:
             CoordinationUnavailable: ZooKeeper failed.
         """
         try:
-            data, _ = self._call(self._zk.get, f"{self._root}/progress/{unit}/{name}")
+            data, _ = self._call(self._zk.get, zkpaths.progress(self._root, unit, name))
         except NoNodeError:
             return None
         value = json.loads(data)
@@ -341,7 +342,7 @@ class ZkCoordinator:
         Raises:
             CoordinationUnavailable: ZooKeeper failed (nothing or ours was committed).
         """
-        path = f"{self._root}/progress/{unit}/{name}"
+        path = zkpaths.progress(self._root, unit, name)
         data = json.dumps({"writer": writer, "seq": seq}).encode()
         try:
             self._call(self._zk.create, path, data, makepath=True)
@@ -359,7 +360,7 @@ class ZkCoordinator:
             CoordinationUnavailable: ZooKeeper failed (the entry may still be there).
         """
         with contextlib.suppress(NoNodeError):
-            self._call(self._zk.delete, f"{self._root}/progress/{unit}/{name}")
+            self._call(self._zk.delete, zkpaths.progress(self._root, unit, name))
 
     # -- metadata locks -----------------------------------------------------------------
 
@@ -370,7 +371,7 @@ class ZkCoordinator:
         Raises (on entry):
             CoordinationUnavailable: not acquired in time or ZooKeeper failed.
         """
-        return self._held(f"{self._root}/locks/{cluster}/{dc}", key)
+        return self._held(zkpaths.lock(self._root, cluster, dc), key)
 
     @contextlib.contextmanager
     def _held(self, path: str, key: str) -> Iterator[None]:

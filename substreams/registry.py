@@ -41,6 +41,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from eventstore import zkpaths
 from substreams import defaults
 from substreams.api import version_of
 from substreams.errors import RegistryAccessDenied, RegistryError, ReplaceRefused
@@ -119,8 +120,8 @@ class RegistryEntry:
 
 
 def registry_path(root: str) -> str:
-    """The znode under which plugins are published."""
-    return root.rstrip("/") + "/substreams"
+    """The znode under which plugins are published (:func:`eventstore.zkpaths.registry`)."""
+    return zkpaths.registry(root)
 
 
 def registry_acl(credentials: str) -> list[Any]:
@@ -178,7 +179,7 @@ def node_reports(client: Any, *, root: str) -> dict[str, dict[str, Any]]:
     """
     from kazoo.exceptions import NoNodeError  # noqa: PLC0415
 
-    path = f"{root.rstrip('/')}/companions"
+    path = zkpaths.companions(root)
     try:
         children = sorted(client.get_children(path))
     except NoNodeError:
