@@ -4,7 +4,8 @@ Every run starts its own devnode and relocator processes (real processes, fsync 
 temporary directory, on this machine's loopback. Modes (default: all):
 
 - ``e2e``: ``--events`` events of the realistic mix (``relocator.loadgen``) sent over
-  ``--connections`` TCP connections as fast as acknowledgements allow (frames pipelined,
+  ``--connections`` TCP connections, each with a producer id as ``TcpEmitter`` sends
+  (``--no-producer-ids``: without), as fast as acknowledgements allow (frames pipelined,
   epochs stamped at send time; frame tails built before the clock, as a producer fleet
   on other hosts would spend that CPU, not this one); the clock stops when every
   acknowledged event is in the devnode, chunks and metadata (the relocator's
@@ -56,7 +57,7 @@ from eventstore.devnode.testing import DevnodeProcess, free_port
 from eventstore.riak import NotFound, RiakClient
 from relocator.loadgen import generate, raw_size
 from relocator.testing import RelocatorProcess, write_config
-from relocator.wire import ACK, LENGTH, frame_head, frame_tail
+from relocator.wire import ACK, HELLO_REPLY, LENGTH, encode_hello, frame_head, frame_tail
 
 
 def _status(port: int) -> dict[str, Any]:
@@ -126,16 +127,31 @@ def _frames(docs: list[tuple[str, str, str, bytes]]) -> tuple[list[bytes], list[
     return [LENGTH.pack(size + len(tail)) for tail in tails], tails
 
 
-def _sender(port: int, prefixes: list[bytes], tails: list[bytes], acked: list[int]) -> None:
+def _sender(
+    port: int, prefixes: list[bytes], tails: list[bytes], acked: list[int], ids: bool = True
+) -> None:
     """One producer connection: frames pipelined up to a window of unacknowledged ones.
 
     The frames' tails (dc, type, subtype, document) are built before the clock starts;
     each send stamps the current epoch into the fixed-size heads, so the relocator
     receives exactly what ``TcpEmitter`` sends, without the driver spending a core per
-    event on the same machine (a producer fleet runs on other hosts).
+    event on the same machine (a producer fleet runs on other hosts). With ``ids`` (as
+    ``TcpEmitter`` by default) the connection opens with a hello naming a producer id, so
+    the relocator tracks and deduplicates its frames; without, the old at-least-once
+    stream.
     """
     sock = socket.create_connection(("127.0.0.1", port))
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    if ids:
+        sock.sendall(encode_hello(os.urandom(16), 0))
+        reply = b""
+        while len(reply) < len(HELLO_REPLY):
+            chunk = sock.recv(len(HELLO_REPLY) - len(reply))
+            if not chunk:
+                raise RuntimeError("relocator closed the connection after the hello")
+            reply += chunk
+        if reply != HELLO_REPLY:
+            raise RuntimeError(f"relocator does not take producer ids (answered {reply!r})")
     window = 8000
     sent = 0
     got = 0
@@ -169,7 +185,10 @@ def bench_e2e(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
         acked: list[int] = []
         cpu0 = (_group_cpu_s(proc.pid), _group_cpu_s(node.pid), time.process_time())
         start = time.perf_counter()
-        threads = [threading.Thread(target=_sender, args=(tcp, *p, acked)) for p in parts]
+        threads = [
+            threading.Thread(target=_sender, args=(tcp, *p, acked, not args.no_producer_ids))
+            for p in parts
+        ]
         for t in threads:
             t.start()
         for t in threads:
@@ -360,6 +379,11 @@ def main() -> None:
     p.add_argument("--mode", default="all", choices=["all", "e2e", "spool", "lag", "journal"])
     p.add_argument("--events", type=int, default=200_000)
     p.add_argument("--connections", type=int, default=4)
+    p.add_argument(
+        "--no-producer-ids",
+        action="store_true",
+        help="e2e: send without a hello (the at-least-once stream of producers without ids)",
+    )
     p.add_argument("--spool-files", type=int, default=20)
     p.add_argument("--spool-events", type=int, default=8_000)
     p.add_argument(
