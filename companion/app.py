@@ -83,6 +83,7 @@ from companion.statuspage import render_status
 from companion.worker import Engine
 from companion.zkstate import read_zookeeper_state
 from eventstore.errors import InvalidName
+from eventstore.keygroup import InvalidKeyGroup, KeyGroup
 from eventstore.names import ChunkKey
 from substreams.loader import PluginSet
 from substreams.mirror import read_status
@@ -165,21 +166,10 @@ def _parse_key_group(body: bytes) -> tuple[int, str, list[ChunkKey]]:
 
 
 def _key_group(data: dict[str, Any]) -> tuple[int, str, list[ChunkKey]]:
-    epoch, dc, keys = data.get("epoch"), data.get("dc"), data.get("keys")
-    if isinstance(epoch, bool) or not isinstance(epoch, int) or not isinstance(dc, str):
-        raise BadKeyGroup("epoch must be an integer and dc a string")
-    if not isinstance(keys, list) or len(keys) > defaults.MAX_KEYS:
-        raise BadKeyGroup(f"keys must be a list of at most {defaults.MAX_KEYS} chunk keys")
-    parsed = []
-    for text in keys:
-        try:
-            key = ChunkKey.parse(text)
-        except InvalidName as e:
-            raise BadKeyGroup(str(e)) from e
-        if key.epoch != epoch or key.dc != dc:
-            raise BadKeyGroup(f"key {text} is not of epoch {epoch} and dc {dc}")
-        parsed.append(key)
-    return epoch, dc, parsed
+    try:
+        return KeyGroup.parse(data, max_keys=defaults.MAX_KEYS)
+    except InvalidKeyGroup as e:
+        raise BadKeyGroup(str(e)) from e
 
 
 async def post_keys(request: Request) -> Response:

@@ -80,6 +80,7 @@ from companion.errors import CompanionError
 from companion.ownership import Ownership
 from companion.settings import CompanionSettings
 from eventstore.errors import EventStoreError
+from eventstore.keygroup import KeyGroup
 from eventstore.names import ChunkKey, MetadataKey, parse_metadata
 from eventstore.riak import NotFound, RiakClient, RiakError
 from eventstore.riak.defaults import CONFIRMED_ABSENCE
@@ -425,7 +426,7 @@ def http_post(host: str, port: int, *, timeout_s: float = 30.0) -> Post:
     def post(epoch: int, dc: str, keys: list[str]) -> AuditAnswer | None:
         connection = http.client.HTTPConnection(host, port, timeout=timeout_s)
         try:
-            body = json.dumps({"epoch": epoch, "dc": dc, "keys": keys}).encode()
+            body = KeyGroup.of(epoch, dc, keys).encode()
             connection.request(
                 "POST", "/v1/audit", body=body, headers={"Content-Type": "application/json"}
             )

@@ -63,6 +63,7 @@ from eventstore.options import (
 )
 from eventstore.riak import NotFound, RiakClient
 from eventstore.system_status import companions_from_zookeeper, get_json
+from substreams.errors import RefillRefused
 from substreams.state import state_of
 
 __all__ = ["COMMANDS"]
@@ -288,10 +289,6 @@ _RESEND_S = 10.0
 _PROGRESS_S = 2.0
 
 
-class _Refused(Exception):
-    """A companion refused the refill for good (4xx), or was not done after the tries."""
-
-
 def _utc(epoch: int) -> str:
     return f"{epoch} ({time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime(epoch))})"
 
@@ -322,7 +319,7 @@ class _Refill:
         again (words; empty when done).
 
         Raises:
-            _Refused: the companion answered 4xx (not a peer, no such substream,
+            RefillRefused: the companion answered 4xx (not a peer, no such substream,
                 disabled there, a bad body): trying again would not help.
         """
         body = {"epoch": epoch, "dc": self.dc, "keys": keys, "dry_run": dry_run}
@@ -337,15 +334,15 @@ class _Refill:
             data = None
         if 400 <= answer.status_code < 500:
             if isinstance(data, dict) and "message" in data:
-                raise _Refused(f"{url}: {data.get('error')}: {data['message']}")
+                raise RefillRefused(f"{url}: {data.get('error')}: {data['message']}")
             if answer.status_code in (404, 405):
-                raise _Refused(f"{url}: this companion has no refill endpoint (POST {target})")
-            raise _Refused(f"{url}: HTTP {answer.status_code}")
+                raise RefillRefused(f"{url}: this companion has no refill endpoint (POST {target})")
+            raise RefillRefused(f"{url}: HTTP {answer.status_code}")
         if answer.status_code != 200 or not isinstance(data, dict):
             return None, f"HTTP {answer.status_code}"
         counts = {f: data.get(f, 0) for f in _ANSWER_FIELDS}
         if not all(type(n) is int and n >= 0 for n in counts.values()):
-            raise _Refused(f"{url}: not a refill answer: {answer.text[:200]}")
+            raise RefillRefused(f"{url}: not a refill answer: {answer.text[:200]}")
         if counts["shed"] or counts["unreadable"]:
             why = f"{counts['shed']} gaps shed (busy), {counts['unreadable']} results unreadable"
             return counts, why
@@ -359,7 +356,7 @@ class _Refill:
         last (all admitted).
 
         Raises:
-            _Refused: refused for good, or still not done after the tries.
+            RefillRefused: refused for good, or still not done after the tries.
         """
         base, cap = _BACKOFF_S
         delay, idle = base, 0
@@ -374,7 +371,7 @@ class _Refill:
             else:
                 idle += 1
                 if idle >= _TRIES:
-                    raise _Refused(
+                    raise RefillRefused(
                         f"{url}: epoch {_utc(epoch)} not done after {_TRIES} tries: {why}"
                     )
             self.retries += 1
@@ -526,7 +523,7 @@ def refill(  # noqa: PLR0917 (one parameter per click option)
                 raise SystemExit(EXIT_NOT_FOUND)
             # None: not waited for (a dry run, or --wait-s 0).
             left = None if dry_run or not wait_s else _confirm(job, pending, wait_s, progress)
-        except _Refused as e:
+        except RefillRefused as e:
             raise click.ClickException(str(e)) from None
     refilled = None if left is None else found["gaps"] - left
     report = {

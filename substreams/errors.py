@@ -78,6 +78,11 @@ class OtherVersionStored(SubstreamError):
     unless told to replace other versions (``--replace-version``)."""
 
 
+class RefillRefused(SubstreamError):
+    """A companion refused a refill for good (not a peer, no such substream, disabled
+    there), or was still not done after the tries; the message names the companion."""
+
+
 class UndeclaredField(SubstreamError):
     """A plugin read a field its ``@substream(fields=...)`` does not declare (with
     ``e[...]``, ``e.get``, ``in`` or ``dig``); the message names the field and the

@@ -25,7 +25,6 @@ Failure scenarios:
 from __future__ import annotations
 
 import http.client
-import json
 import logging
 import queue
 import threading
@@ -37,6 +36,7 @@ from urllib.parse import urlsplit
 from eventstore.devnode.routing import route
 from eventstore.devnode.settings import HookSettings
 from eventstore.errors import InvalidName
+from eventstore.keygroup import KeyGroup
 from eventstore.ring import Ring
 
 log = logging.getLogger(__name__)
@@ -148,16 +148,17 @@ class HookDispatcher:
                 continue
             if routing.unroutable:
                 self._count("unroutable_keys", len(routing.unroutable))
-            for node, body in routing.bodies().items():
-                self._post(metadata_key, node, body, len(routing.groups[node]))
+            for node in routing.groups:
+                self._post(metadata_key, node, routing.group(node))
 
-    def _post(self, metadata_key: str, node: str, body: dict[str, object], keys: int) -> None:
+    def _post(self, metadata_key: str, node: str, group: KeyGroup) -> None:
         base = self._companions.get(node)
         if base is None:
             self._count("no_companion")
             return
         url = urlsplit(base)
-        payload = json.dumps(body, separators=(",", ":")).encode()
+        payload = group.encode()
+        keys = len(group.keys)
         connection_class = (
             http.client.HTTPSConnection if url.scheme == "https" else http.client.HTTPConnection
         )

@@ -1,7 +1,7 @@
 """The post-commit hook's routing: which companion gets which chunk keys (pure, no I/O).
 
 This is the Python twin of the Erlang hook's routing in ``erlang_hooks/``; both are
-tested against the same JSON vectors (``testdata/hook_routing_vectors.json``), so they
+tested against the same JSON vectors (``tests/vectors/hook_routing.json``), so they
 route identically:
 
 1. Parse the metadata key ``<epoch>-<dc>`` and value (``<type>:<subtype>:<chunk>``
@@ -22,6 +22,7 @@ from __future__ import annotations
 from collections.abc import Collection
 from dataclasses import dataclass, field
 
+from eventstore.keygroup import KeyGroup
 from eventstore.names import MetadataKey, parse_metadata
 from eventstore.ring import Ring
 
@@ -44,10 +45,11 @@ class Routing:
 
     def bodies(self) -> dict[str, dict[str, object]]:
         """The JSON body POSTed to each node's companion: ``{"epoch", "dc", "keys"}``."""
-        return {
-            node: {"epoch": self.epoch, "dc": self.dc, "keys": list(keys)}
-            for node, keys in self.groups.items()
-        }
+        return {node: self.group(node).body() for node in self.groups}
+
+    def group(self, node: str) -> KeyGroup:
+        """The key group POSTed to ``node``'s companion (eventstore/keygroup.py)."""
+        return KeyGroup.of(self.epoch, self.dc, self.groups[node])
 
 
 def route(

@@ -25,6 +25,7 @@ from typing import Any, ClassVar
 
 import pytest
 
+from eventstore.keygroup import KeyGroup
 from eventstore.ring import Ring
 
 pytestmark = pytest.mark.integration
@@ -254,12 +255,9 @@ class Cluster:
                 "events", chunk_key, bucket_type="events", n_val=N_VAL, down=self.down
             )
             groups.setdefault(preflist[0].node, []).append(chunk_key)
-        return {
-            node: json.dumps(
-                {"epoch": int(epoch), "dc": dc, "keys": keys}, separators=(",", ":")
-            ).encode()
-            for node, keys in groups.items()
-        }
+        # The Erlang hook's bytes are held to the one definition the twin and the
+        # auditor use (eventstore/keygroup.py).
+        return {node: KeyGroup.of(int(epoch), dc, keys).encode() for node, keys in groups.items()}
 
 
 @pytest.fixture
