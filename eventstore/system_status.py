@@ -377,4 +377,5 @@ def problems(report: dict[str, Any]) -> list[str]:
         for cluster, n in (r.get("backlog") or {}).items():
             if n >= BACKLOG_WARN_EPOCHS:
                 found.append(f"relocator {r['url']}: backlog of {n} epochs for {cluster}")
-    return found
+    # One problem, one line (a plugin's error may carry its traceback's lines).
+    return [" / ".join(part.strip() for part in line.splitlines()) for line in found]
