@@ -27,7 +27,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from eventstore.sereal.projection import Tree, merge, project_events
+from eventstore.sereal.projection import Tree, merge
 from substreams import defaults
 from substreams.api import Context, Event, Substream
 from substreams.declared import declared_events
@@ -163,7 +163,9 @@ def _send(fd: int, tag: bytes, index: int, payload: bytes = b"") -> None:
 
 
 #: Files whose frames a run's error leaves out (the platform's, not the plugin's).
-_OURS = frozenset({Path(__file__).name, "declared.py", "forkserver_process.py", "batch.py"})
+_OURS = frozenset(
+    {Path(__file__).name, "declared.py", "forkserver_process.py", "batch.py", "projection.py"}
+)
 
 
 def _traceback_summary(e: BaseException) -> str:
@@ -369,17 +371,15 @@ class Loaded:
         self.events = self.loader(self.tree)
 
     def events_for(self, sub: Substream) -> list[Event]:
-        """The events narrowed to ``sub``'s fields, as :class:`DeclaredEvent` s when it
-        declares fields (made once per field set, in the first run that needs it:
-        within that run's limits)."""
-        tree = sub.projection
-        if tree is None:
+        """The events narrowed to ``sub``'s fields, strictly (:func:`declared_for`),
+        made once per declaration (substreams declaring the same fields in the same
+        order share them), in the first run that needs it: within that run's limits."""
+        if sub.fields is None:
             return self.events
-        key = json.dumps([sub.fields, tree], sort_keys=True)
+        key = json.dumps(sub.fields)
         narrowed = self._narrowed.get(key)
         if narrowed is None:
-            mine = self.events if tree == self.tree else project_events(self.events, tree)
-            narrowed = self._narrowed[key] = declared_for(sub, mine)
+            narrowed = self._narrowed[key] = declared_for(sub, self.events)
         return narrowed
 
 
@@ -412,24 +412,14 @@ def substream_target(
 
 
 def declared_for(sub: Substream, events: list[Event]) -> list[Event]:
-    """``events`` (narrowed to ``sub``'s fields) as ``substreams.declared`` gives them to
-    a substream that declares fields: reading an undeclared one raises.
-
-    In a child only: the collector is off while they are built, and they are then
-    frozen (``gc.freeze``), as the inherited heap is: a ``dict`` subclass instance is
-    tracked by the collector where a plain dict of scalars is not, and a collection
-    walking thousands of them per field set cost ~20% of the conversion.
+    """``events`` (whole, or narrowed to any fields containing ``sub``'s) narrowed to
+    ``sub``'s fields as ``substreams.declared`` gives them to a substream that declares
+    fields: reading an undeclared one raises. One walk and one allocation per event,
+    as the plain narrowing (the compiled core builds the strict dicts itself, and
+    leaves a dict of scalars out of the collector's sight, as a plain one); a
+    substream declaring no fields gets ``events`` as they are.
     """
-    if sub.fields is None:
-        return events
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        return declared_events(events, sub.fields, sub.projection)
-    finally:
-        gc.freeze()
-        if enabled:
-            gc.enable()
+    return declared_events(events, sub.fields, sub.projection)
 
 
 def run_packed(sub: Substream, events: list[Event], ctx: Context) -> bytes:

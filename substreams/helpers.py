@@ -3,7 +3,8 @@
 Events are schema-less: any field may be missing or of an unexpected kind. These
 helpers never raise on a missing or oddly-shaped branch; they return the default. The
 one exception: a field the substream did not declare in ``@substream(fields=...)``
-raises ``UndeclaredField`` (``substreams/declared.py``), so it never reads as missing.
+raises ``UndeclaredField`` (``substreams/declared.py``: its events answer ``get`` and
+``in`` that way), so it never reads as missing.
 
     dig(e, "http.status")                  # e["http"]["status"] or None
     dig(e, "items.0.price", 0)             # list indices by number
@@ -21,8 +22,6 @@ from collections.abc import Callable, Iterable, Mapping
 from functools import lru_cache
 from typing import Any
 
-from substreams.declared import DeclaredEvent
-
 __all__ = ["MISSING", "count_by", "dig", "pick", "where"]
 
 
@@ -33,8 +32,6 @@ class _Missing:
 
 #: The default of :func:`dig` that lets a caller tell "absent" from "None".
 MISSING: Any = _Missing()
-
-_get = dict.get
 
 
 def dig(event: Any, path: str, default: Any = None) -> Any:
@@ -49,20 +46,12 @@ def dig(event: Any, path: str, default: Any = None) -> Any:
         The value at ``path``, or ``default``.
     """
     if isinstance(event, dict) and "." not in path:  # the common case: one plain field
-        value = _get(event, path, MISSING)  # dict's own get: as cheap on a DeclaredEvent
-        if value is MISSING:
-            if type(event) is not dict and isinstance(event, DeclaredEvent):
-                return event.get(path, default)  # raises when `path` is not declared
-            return default
-        return value
+        # A declared event's get (compiled) raises for a field it did not declare.
+        return event.get(path, default)
     node = event
     for part, index in _steps(path):
-        if isinstance(node, DeclaredEvent):
-            node = node.get(part, MISSING)  # raises when `part` is not declared there
-            if node is MISSING:
-                return default
-        elif isinstance(node, Mapping):
-            if part not in node:
+        if isinstance(node, Mapping):
+            if part not in node:  # a declared event's `in` raises for an undeclared part
                 return default
             node = node[part]
         elif index is not None and isinstance(node, list | tuple):

@@ -63,6 +63,8 @@ STEPS: dict[str, tuple[str, ...]] = {
     "split": ("array_layout", "extract_array"),
     "join": ("srl_py_join_bodies",),
     "decode_fields": ("decode_body",),
+    "project": ("srl_py_project_events",),
+    "project_strict": ("srl_py_project_events",),
 }
 #: workload.mark: its returns separate the steps.
 MARKER = "srl_py_frame_positions"

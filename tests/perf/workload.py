@@ -22,6 +22,7 @@ from typing import Any
 from eventstore import sereal
 from eventstore.chunking import split_blob
 from eventstore.sereal._sereal import frame_positions, join_bodies
+from eventstore.sereal.projection import compile_fields, project_events
 from relocator.events import WEB_SUBSTREAM_FIELDS
 
 #: Small enough that the blob is cut in a few chunks.
@@ -35,6 +36,11 @@ def encode(events: list[dict[str, Any]]) -> bytes:
     return sereal.encode(events, compress="zstd", level=3, dedupe_strings=True, protocol=4)
 
 
+def refuse(path: tuple[str, ...], key: str) -> LookupError:
+    """A strict projection's refusal (never called: the workload reads nothing)."""
+    return LookupError(key)
+
+
 def mark() -> None:
     """The boundary before a step (``callgrind.MARKER``)."""
     frame_positions(b"", 0)
@@ -42,6 +48,7 @@ def mark() -> None:
 
 def main(path: str) -> None:
     events, blob, documents = pickle.loads(Path(path).read_bytes())
+    tree = compile_fields(FIELDS)
     steps: list[Callable[[], object]] = [
         lambda: encode(events),
         lambda: sereal.decode(blob),
@@ -52,6 +59,10 @@ def main(path: str) -> None:
         lambda: split_blob(blob, chunk_max_bytes=SPLIT_CHUNK_MAX_BYTES, compress=None),
         lambda: join_bodies(documents),
         lambda: sereal.decode(blob, fields=FIELDS),
+        # the events narrowed as a substream's are (substreams/child.py), plain and
+        # strict (its declared fields enforced: substreams/declared.py)
+        lambda: project_events(events, tree),
+        lambda: project_events(events, tree, strict=refuse),
     ]
     # The cyclic collector would run wherever allocation counts happen to cross its
     # threshold, moving millions of instructions between steps on unrelated changes.

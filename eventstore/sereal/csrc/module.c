@@ -198,7 +198,7 @@ static PyMethodDef methods[] = {
      "Packed JSON texts to Spark Variant values and metadata, each with n + 1 int32 offsets."},
     {"project_events", (PyCFunction)(void (*)(void))srl_py_project_events,
      METH_VARARGS | METH_KEYWORDS,
-     "project_events(events, tree) -> list\n\n"
+     "project_events(events, tree, strict=None) -> list\n\n"
      "eventstore.sereal.projection.project_events: each event narrowed to the tree."},
     {"tag_events", (PyCFunction)(void (*)(void))srl_py_tag_events, METH_VARARGS | METH_KEYWORDS,
      "tag_events(cls, slots, values, events) -> list\n\n"

@@ -24,7 +24,17 @@
  * most SRL_MAX_DEPTH_CAP deep; ValueError otherwise, as the decoders' check), so the
  * recursion is bounded by the tree's depth: at most 1000 small C frames, as the
  * compiled decoder's own recursion (no Py_EnterRecursiveCall, whose Python-level limit
- * would refuse a tree the check admits). */
+ * would refuse a tree the check admits).
+ *
+ * Strict (project_events(events, tree, strict=refuse), issue 21): each dict the tree
+ * narrows is made as a StrictDict, a dict subclass (below) on which reading a key the
+ * tree does not name at that level, d[k], d.get(k) or k in d, raises the exception
+ * refuse(path, k) returns (path: the keys from the event down to that dict); a key
+ * the tree names that the dict lacks reads as on a plain dict. Made here in the same
+ * walk, it costs what a plain dict costs: one allocation per narrowed dict, and its
+ * get, in and [] are C (a Python subclass, which the substreams' first version built
+ * by copying each narrowed event, cost one more allocation per event and a Python
+ * call per get or in: +17% of the companion child's CPU; substreams/DESIGN.md). */
 #include "decoder.h"
 
 #include <string.h>
@@ -37,6 +47,7 @@
 
 typedef struct Node {
     PyObject *tree;                /* the subtree (dict), for a large one's lookups */
+    PyObject *level;               /* strict: owned (declared, path, refuse); else NULL */
     Py_ssize_t n;                  /* keys in the table; -1: a large tree */
     Py_hash_t hash[NODE_KEYS];
     PyObject *key[NODE_KEYS];      /* owned */
@@ -49,6 +60,7 @@ node_free(Node *node)
 {
     if (node == NULL)
         return;
+    Py_XDECREF(node->level);
     for (Py_ssize_t j = 0; j < node->n; j++) {
         Py_DECREF(node->key[j]);
         Py_DECREF(node->sub[j]);
@@ -57,14 +69,49 @@ node_free(Node *node)
     PyMem_Free(node);
 }
 
-/* The node of a checked tree (as deep as the tree: at most SRL_MAX_DEPTH_CAP). */
+/* strict: the (declared keys, path, refuse) of the level `tree` narrows, at `path` (a
+ * new reference). The keys are copied: a caller changing its tree afterwards does not
+ * change what its events refuse. */
+static PyObject *
+level_new(PyObject *tree, PyObject *path, PyObject *refuse)
+{
+    PyObject *declared = PyFrozenSet_New(tree);
+    if (declared == NULL)
+        return NULL;
+    PyObject *level = PyTuple_Pack(3, declared, path, refuse);
+    Py_DECREF(declared);
+    return level;
+}
+
+/* parent's path + (key,): a new reference. */
+static PyObject *
+path_join(PyObject *level, PyObject *key)
+{
+    PyObject *path = PyTuple_GET_ITEM(level, 1);
+    Py_ssize_t n = PyTuple_GET_SIZE(path);
+    PyObject *out = PyTuple_New(n + 1);
+    if (out == NULL)
+        return NULL;
+    for (Py_ssize_t i = 0; i < n; i++)
+        PyTuple_SET_ITEM(out, i, Py_NewRef(PyTuple_GET_ITEM(path, i)));
+    PyTuple_SET_ITEM(out, n, Py_NewRef(key));
+    return out;
+}
+
+static Node *child_new(Node *parent, PyObject *key, PyObject *sub);
+
+/* The node of a checked tree (as deep as the tree: at most SRL_MAX_DEPTH_CAP); strict
+ * when `level` (stolen, may be NULL) is its level. */
 static Node *
-node_new(PyObject *tree)
+node_new(PyObject *tree, PyObject *level)
 {
     Node *node = PyMem_Malloc(sizeof(Node));
-    if (node == NULL)
+    if (node == NULL) {
+        Py_XDECREF(level);
         return (Node *)PyErr_NoMemory();
+    }
     node->tree = tree;
+    node->level = level;
     node->n = 0;
     if (PyDict_GET_SIZE(tree) > NODE_KEYS) {
         node->n = -1;
@@ -86,12 +133,205 @@ node_new(PyObject *tree)
         node->sub[j] = Py_NewRef(sub);
         node->child[j] = NULL;
         node->n = j + 1;
-        if (sub != Py_None && (node->child[j] = node_new(sub)) == NULL) {
+        if (sub != Py_None && (node->child[j] = child_new(node, key, sub)) == NULL) {
             node_free(node);
             return NULL;
         }
     }
     return node;
+}
+
+/* The node of `sub`, the subtree of `parent`'s `key`: strict as its parent is. */
+static Node *
+child_new(Node *parent, PyObject *key, PyObject *sub)
+{
+    PyObject *level = NULL;
+    if (parent->level != NULL) {
+        PyObject *path = path_join(parent->level, key);
+        if (path == NULL)
+            return NULL;
+        level = level_new(sub, path, PyTuple_GET_ITEM(parent->level, 2));
+        Py_DECREF(path);
+        if (level == NULL)
+            return NULL;
+    }
+    return node_new(sub, level);
+}
+
+/* StrictDict: a dict whose level (declared keys, path, refuse) says which keys it may
+ * be asked for. Only a miss looks at it: a hit of d[k], d.get(k) or k in d costs what
+ * it costs on a plain dict. A StrictDict made by its type or by a copy of one without
+ * a level (level NULL) answers as a plain dict. */
+typedef struct {
+    PyDictObject dict;
+    PyObject *level; /* (frozenset of the declared keys, path tuple, refuse) or NULL */
+} Strict;
+
+static PyTypeObject StrictType;
+
+/* 0 when `key` is declared at `self`'s level (or it has none); else -1 with the
+ * exception refuse(path, key) returned (or raised) set. */
+static int
+strict_check(PyObject *self, PyObject *key)
+{
+    PyObject *level = ((Strict *)self)->level;
+    if (level == NULL)
+        return 0;
+    int declared = PySet_Contains(PyTuple_GET_ITEM(level, 0), key);
+    if (declared != 0)
+        return declared > 0 ? 0 : -1;
+    PyObject *exc = PyObject_CallFunctionObjArgs(PyTuple_GET_ITEM(level, 2),
+                                                 PyTuple_GET_ITEM(level, 1), key, NULL);
+    if (exc == NULL)
+        return -1;
+    if (PyExceptionInstance_Check(exc))
+        PyErr_SetObject((PyObject *)Py_TYPE(exc), exc);
+    else
+        PyErr_Format(PyExc_TypeError, "strict(path, key) returns an exception, not %.100s",
+                     Py_TYPE(exc)->tp_name);
+    Py_DECREF(exc);
+    return -1;
+}
+
+static PyObject *
+strict_get(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs < 1 || nargs > 2) {
+        PyErr_Format(PyExc_TypeError, "get expected 1 or 2 arguments, got %zd", nargs);
+        return NULL;
+    }
+    PyObject *value = PyDict_GetItemWithError(self, args[0]);
+    if (value != NULL)
+        return Py_NewRef(value);
+    if (PyErr_Occurred() || strict_check(self, args[0]) < 0)
+        return NULL;
+    return Py_NewRef(nargs == 2 ? args[1] : Py_None);
+}
+
+static int
+strict_contains(PyObject *self, PyObject *key)
+{
+    int found = PyDict_Contains(self, key);
+    if (found != 0)
+        return found;
+    return strict_check(self, key);
+}
+
+/* d[key] missed (dict's subscript calls this): KeyError(key) if declared. */
+static PyObject *
+strict_missing(PyObject *self, PyObject *key)
+{
+    if (strict_check(self, key) < 0)
+        return NULL;
+    PyObject *error = PyObject_CallOneArg(PyExc_KeyError, key);
+    if (error != NULL) {
+        PyErr_SetObject(PyExc_KeyError, error);
+        Py_DECREF(error);
+    }
+    return NULL;
+}
+
+/* An empty StrictDict at `level` (borrowed; NULL: none). Made untracked by the
+ * collector, as an empty plain dict is: inserting a value that may hold a cycle tracks
+ * it (dict's own rule), so a narrowed event of scalars stays out of the collector's
+ * sight as a plain one does (dict_new tracks every subclass instance). */
+static PyObject *
+strict_new(PyObject *level)
+{
+    static PyObject *no_args = NULL;
+    if (no_args == NULL && (no_args = PyTuple_New(0)) == NULL)
+        return NULL;
+    PyObject *out = PyDict_Type.tp_new(&StrictType, no_args, NULL);
+    if (out != NULL) {
+        PyObject_GC_UnTrack(out);
+        ((Strict *)out)->level = Py_XNewRef(level);
+    }
+    return out;
+}
+
+static PyObject *
+strict_rebuild(PyObject *level, PyObject *unused)
+{
+    return strict_new(level == Py_None ? NULL : level);
+}
+
+static PyMethodDef strict_rebuild_def = {"StrictDict", strict_rebuild, METH_NOARGS, NULL};
+
+/* copy.copy and copy.deepcopy keep the level (pickle cannot: refuse is the caller's). */
+static PyObject *
+strict_reduce(PyObject *self, PyObject *unused)
+{
+    PyObject *level = ((Strict *)self)->level;
+    PyObject *rebuild = PyCFunction_New(&strict_rebuild_def, level ? level : Py_None);
+    if (rebuild == NULL)
+        return NULL;
+    PyObject *items = PyObject_CallMethod(self, "items", NULL);
+    PyObject *it = items == NULL ? NULL : PyObject_GetIter(items);
+    Py_XDECREF(items);
+    if (it == NULL) {
+        Py_DECREF(rebuild);
+        return NULL;
+    }
+    return Py_BuildValue("(N()OON)", rebuild, Py_None, Py_None, it);
+}
+
+static int
+strict_traverse(PyObject *self, visitproc visit, void *arg)
+{
+    Py_VISIT(((Strict *)self)->level);
+    return PyDict_Type.tp_traverse(self, visit, arg);
+}
+
+static int
+strict_clear(PyObject *self)
+{
+    Py_CLEAR(((Strict *)self)->level);
+    return PyDict_Type.tp_clear(self);
+}
+
+static void
+strict_dealloc(PyObject *self)
+{
+    PyObject_GC_UnTrack(self);
+    Py_CLEAR(((Strict *)self)->level);
+    PyDict_Type.tp_dealloc(self); /* frees through tp_free, as for any dict subclass */
+}
+
+static PySequenceMethods strict_as_sequence = {.sq_contains = strict_contains};
+
+static PyMethodDef strict_methods[] = {
+    {"get", (PyCFunction)(void (*)(void))strict_get, METH_FASTCALL,
+     "get(key, default=None): as dict.get; a key not declared at this level raises."},
+    {"__missing__", strict_missing, METH_O,
+     "d[key] missed: KeyError if declared at this level, else the refusal."},
+    {"__reduce__", strict_reduce, METH_NOARGS, NULL},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyTypeObject StrictType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "eventstore.sereal._sereal.StrictDict",
+    .tp_basicsize = sizeof(Strict),
+    .tp_dealloc = strict_dealloc,
+    .tp_as_sequence = &strict_as_sequence,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .tp_doc = "A dict narrowed by a strict projection: reading a key the projection does\n"
+              "not name at this level raises (project_events(..., strict=refuse)).",
+    .tp_traverse = strict_traverse,
+    .tp_clear = strict_clear,
+    .tp_methods = strict_methods,
+};
+
+static int
+strict_ready(void)
+{
+    if (StrictType.tp_base != NULL)
+        return 0;
+    StrictType.tp_base = &PyDict_Type;
+    if (PyType_Ready(&StrictType) < 0) {
+        StrictType.tp_base = NULL;
+        return -1;
+    }
+    return 0;
 }
 
 static PyObject *project_value(PyObject *value, Node *node);
@@ -154,7 +394,7 @@ keep(PyObject *out, Node *node, PyObject *key, PyObject *item)
         return PyDict_SetItem(out, key, item) < 0 ? -1 : 1;
     Py_INCREF(sub); /* a large tree's entry is borrowed: keep it while it is used */
     Node *made = NULL;
-    if (child == NULL && (child = made = node_new(sub)) == NULL) {
+    if (child == NULL && (child = made = child_new(node, key, sub)) == NULL) {
         Py_DECREF(sub);
         return -1;
     }
@@ -205,7 +445,7 @@ project_value(PyObject *value, Node *node)
 {
     if (!PyDict_Check(value))
         return Py_NewRef(value);
-    PyObject *out = PyDict_New();
+    PyObject *out = node->level == NULL ? PyDict_New() : strict_new(node->level);
     if (out == NULL)
         return NULL;
     if (!PyDict_CheckExact(value)) {
@@ -236,16 +476,30 @@ project_value(PyObject *value, Node *node)
 PyObject *
 srl_py_project_events(PyObject *self, PyObject *args, PyObject *kwargs)
 {
-    static char *kwlist[] = {"events", "tree", NULL};
-    PyObject *events, *tree;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO:project_events", kwlist, &events,
-                                     &tree))
+    static char *kwlist[] = {"events", "tree", "strict", NULL};
+    PyObject *events, *tree, *refuse = Py_None;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO|$O:project_events", kwlist, &events,
+                                     &tree, &refuse))
         return NULL;
     if (tree == Py_None)
         return Py_NewRef(events);
     if (srl_check_projection(tree) < 0)
         return NULL;
-    Node *node = node_new(tree);
+    PyObject *level = NULL;
+    if (refuse != Py_None) {
+        if (!PyCallable_Check(refuse)) {
+            PyErr_Format(PyExc_TypeError, "strict is None or a callable, not %.100s",
+                         Py_TYPE(refuse)->tp_name);
+            return NULL;
+        }
+        PyObject *path = PyTuple_New(0);
+        if (path == NULL || strict_ready() < 0 || (level = level_new(tree, path, refuse)) == NULL) {
+            Py_XDECREF(path);
+            return NULL;
+        }
+        Py_DECREF(path);
+    }
+    Node *node = node_new(tree, level);
     if (node == NULL)
         return NULL;
     PyObject *seq = PySequence_Fast(events, "project_events takes an iterable of events");

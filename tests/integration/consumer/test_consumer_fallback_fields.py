@@ -188,8 +188,12 @@ def test_the_backfill_stores_the_run_on_the_plugins_fields(setup: Setup, riak: R
     client, name, keys, _ = setup
     plugin = client.plugins.get(f"{name}_shape")
     fallback = readers(client, plugin)["fork server"]
+    plan = backfill.BackfillPlan(
+        nodes=(), dcs=(), substream=plugin.name, version=plugin.version, plugin_dirs=(),
+        entry_points=False, chunks_per_s=0.0, namespaces=client.store.namespaces,
+    )  # fmt: skip
     for key in keys:
-        assert backfill._one(riak, plugin, key, backfill.Pacer(0), False) == "stored"
+        assert backfill._one(riak, plan, plugin, key, backfill.Pacer(0)) == "stored"
         stored = riak.get(*client.store.namespaces.substream_location(plugin.name, key))
         record = read_result(stored.value, key=key.format())
         assert (record.status, record.version) == ("ok", plugin.version)
