@@ -1,7 +1,8 @@
 """The consumer library: read epoch ranges of the full stream or of a substream (with
 client-side fallback), and follow a dc in near real time.
 
-    from consumer_lib import EventsClient
+    from consumer_lib import EventsClient, merge_partials   # the latter: a query
+                                                             # substream's chunks merged
 
 See ``consumer_lib/DESIGN.md`` and :mod:`consumer_lib.client`.
 """
@@ -27,6 +28,7 @@ from consumer_lib.listing import Inventory
 from consumer_lib.ranges import EpochRange
 from consumer_lib.tail import Tail
 from consumer_lib.types import Chunk, Epoch, SubstreamEpoch, SubstreamResult, TaggedEvent
+from substreams.query import merge_partials
 
 __all__ = [
     "Chunk",
@@ -51,4 +53,5 @@ __all__ = [
     "SubstreamResults",
     "TaggedEvent",
     "Tail",
+    "merge_partials",
 ]

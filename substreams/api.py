@@ -14,7 +14,9 @@ The decorator does not wrap or change the function: it attaches a :class:`Substr
 declaration as ``f.__substream__`` and returns ``f`` itself, so the same function is
 called unchanged by the companion (inside the sandbox) and by the consumer library's
 client-side fallback (a plain call). A plugin's version is the hash of its source file,
-recorded in every result it produces.
+recorded in every result it produces. A substream may also be declared as a query
+(``substreams.query.query``): the same :class:`Substream`, its function the query's
+evaluator and its :attr:`Substream.plan` the compiled query.
 
 Pure logic, no I/O except reading the plugin's own source to hash it.
 """
@@ -29,19 +31,24 @@ import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from eventstore.names import ChunkKey
 from eventstore.sereal.projection import Tree, compile_fields
 from substreams import defaults
 from substreams.errors import InvalidDeclaration
 
+if TYPE_CHECKING:  # the plan's types only: substreams.query imports this module
+    from substreams.query.plan import Plan
+
 __all__ = [
     "Context",
     "Event",
     "Substream",
     "SubstreamFunction",
+    "check_name",
     "declaration_of",
+    "declare",
     "substream",
     "version_of",
 ]
@@ -105,6 +112,8 @@ class Substream:
         fields: the fields of each event it reads, as dotted paths (``None``: all of
             them); every run, in the companion and in the consumer's fallback, sees
             each event narrowed to them (``eventstore/sereal/projection.py``).
+        plan: a declarative substream's compiled query (``substreams.query``), whose
+            evaluator is ``function``; None for a function plugin.
     """
 
     name: str
@@ -117,6 +126,7 @@ class Substream:
     version: str = ""
     origin: str = ""
     fields: tuple[str, ...] | None = None
+    plan: Plan | None = field(default=None, compare=False)
 
     @property
     def projection(self) -> Tree | None:
@@ -202,21 +212,14 @@ def substream(
     Raises:
         InvalidDeclaration: a name, pattern, limit or field out of its domain.
     """
-    if not isinstance(name, str) or not _NAME_RE.fullmatch(name):
-        raise InvalidDeclaration(
-            f"substream name {name!r} does not match [A-Za-z0-9_][A-Za-z0-9_.-]{{0,99}}"
-        )
-    declared = Substream(
+    declared = declare(
         name=name,
-        function=lambda events, ctx: None,
-        types=_patterns(types, "types", name),
-        subtypes=_patterns(subtypes, "subtypes", name),
-        timeout_s=_number(timeout_s, "timeout_s", name, 0.0, defaults.MAX_TIMEOUT_S),
-        memory_mb=int(_number(memory_mb, "memory_mb", name, 0.0, defaults.MAX_MEMORY_MB)),
-        max_result_bytes=int(
-            _number(max_result_bytes, "max_result_bytes", name, 0, defaults.MAX_RESULT_BYTES_CAP)
-        ),
-        fields=_fields(fields, name),
+        types=types,
+        subtypes=subtypes,
+        timeout_s=timeout_s,
+        memory_mb=memory_mb,
+        max_result_bytes=max_result_bytes,
+        fields=fields,
     )
 
     def attach(function: F) -> F:
@@ -233,6 +236,50 @@ def substream(
         return function
 
     return attach
+
+
+def check_name(name: object) -> str:
+    """Returns: ``name``, a valid substream name.
+
+    Raises:
+        InvalidDeclaration: it does not match ``[A-Za-z0-9_][A-Za-z0-9_.-]{0,99}``.
+    """
+    if not isinstance(name, str) or not _NAME_RE.fullmatch(name):
+        raise InvalidDeclaration(
+            f"substream name {name!r} does not match [A-Za-z0-9_][A-Za-z0-9_.-]{{0,99}}"
+        )
+    return name
+
+
+def declare(
+    *,
+    name: str,
+    types: Sequence[str] | None = None,
+    subtypes: Sequence[str] | None = None,
+    timeout_s: float = defaults.TIMEOUT_S,
+    memory_mb: int = defaults.MEMORY_MB,
+    max_result_bytes: int = defaults.MAX_RESULT_BYTES,
+    fields: Sequence[str] | None = None,
+) -> Substream:
+    """A validated declaration without its function yet: what ``@substream`` and
+    ``substreams.query.query`` share (arguments as :func:`substream`'s).
+
+    Raises:
+        InvalidDeclaration: a name, pattern, limit or field out of its domain.
+    """
+    check_name(name)
+    return Substream(
+        name=name,
+        function=lambda events, ctx: None,
+        types=_patterns(types, "types", name),
+        subtypes=_patterns(subtypes, "subtypes", name),
+        timeout_s=_number(timeout_s, "timeout_s", name, 0.0, defaults.MAX_TIMEOUT_S),
+        memory_mb=int(_number(memory_mb, "memory_mb", name, 0.0, defaults.MAX_MEMORY_MB)),
+        max_result_bytes=int(
+            _number(max_result_bytes, "max_result_bytes", name, 0, defaults.MAX_RESULT_BYTES_CAP)
+        ),
+        fields=_fields(fields, name),
+    )
 
 
 def declaration_of(obj: object) -> Substream | None:

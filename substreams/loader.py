@@ -1,10 +1,13 @@
 """Finding and loading plugins: plugin directories (watched) and installed entry points.
 
 A plugin is a ``*.py`` file (not starting with ``_``) whose module defines one or more
-functions decorated with ``@substream``. Sources, in priority order when two declare
-the same name: the directories in the order given, then the ``riak_events.substreams``
-entry points. Only files in the configured directories and entry points installed in
-the environment are ever imported: never a module named by a request.
+functions decorated with ``@substream``, or queries declared with
+``substreams.query.query`` (loaded the same way: a query is its evaluator, carrying
+the same declaration; SQL outside the subset fails the file's import with one line).
+Sources, in priority order when two declare the same name: the directories in the
+order given, then the ``riak_events.substreams`` entry points. Only files in the
+configured directories and entry points installed in the environment are ever
+imported: never a module named by a request.
 
 Failure semantics: every file is loaded on its own; a file that does not import
 (syntax error, exception or ``SystemExit`` at import, a bad declaration) or declares
@@ -119,7 +122,9 @@ def load_entry_points(report: LoadReport, group: str = defaults.ENTRY_POINT_GROU
                 [] if declared is None else [declared.with_origin(version=version, origin=origin)]
             )
         if not found:
-            report.failures.append(PluginLoadError(origin, "declares no @substream function"))
+            report.failures.append(
+                PluginLoadError(origin, "declares no @substream function or query")
+            )
         report.add(found)
 
 

@@ -61,7 +61,10 @@ def test_hook_drives_the_companion_and_every_result_is_stored(
     # Observability: health, the merged status of both workers, Prometheus metrics.
     health = stack.companion.json("/healthz")
     assert health["status"] == "ok"
-    assert health["substreams"] == ["event_counts", "url_latency", "web_5xx"]
+    # The examples and their query twins (substreams/examples/*_q.py).
+    assert health["substreams"] == sorted(
+        n for base in ("event_counts", "url_latency", "web_5xx") for n in (base, f"{base}_q")
+    )
     # Each worker writes its status snapshot periodically; under load the second one can
     # lag the work itself, so wait for both snapshots as well as for the runs.
     deadline = time.monotonic() + 20

@@ -72,7 +72,8 @@ def cron_failures(events: list[dict[str, Any]], ctx: Context) -> list[Any]:
 
 def plugins() -> list[Substream]:
     found = [sub for path in plugin_files(EXAMPLES) for sub in load_file(path)]
-    assert {s.name for s in found} == {"web_5xx", "url_latency", "event_counts"}
+    names = {"web_5xx", "url_latency", "event_counts"}
+    assert {s.name for s in found} == names | {f"{n}_q" for n in names}  # and query twins
     assert all(s.fields is not None for s in found), "every example declares its fields"
     extra = [declaration_of(f) for f in (search_cities, lb_conn, cron_failures)]
     return found + [s for s in extra if s is not None]
