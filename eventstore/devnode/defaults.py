@@ -59,6 +59,12 @@ HOOK_TIMEOUT_S = 2.0
 HOOK_QUEUE_MAX = 1024
 HOOK_WORKERS = 4
 
+#: The hook's circuit breaker per companion, as the Erlang hook's defaults
+#: (deploy/riak/advanced.config): this many consecutive failed POSTs open it ...
+HOOK_BREAKER_FAILURES = 5
+#: ... and it stays open this long before one probe POST, milliseconds.
+HOOK_BREAKER_COOLDOWN_MS = 10_000
+
 #: A postcommit entry whose ``mod`` is this runs the Python twin of the Erlang hook.
 HOOK_MODULE = "riak_events_hook"
 HOOK_FUNCTION = "postcommit"

@@ -39,7 +39,6 @@ async def stats(request: Request) -> Response:
     """``GET /stats``: the Riak stat names our components read, plus the devnode's own."""
     devnode: Devnode = request.app.state.devnode
     now = time.time()
-    hook = devnode.hook.counters
     ownership = Counter(devnode.ring.owners)
     body: dict[str, Any] = {
         "nodename": devnode.settings.nodename,
@@ -68,14 +67,10 @@ async def stats(request: Request) -> Response:
         "devnode_purged_total": devnode.purged,
         "devnode_store_commits_total": devnode.store.commits,
         "devnode_store_committed_writes_total": devnode.store.committed_ops,
-        "devnode_hook_enqueued_total": hook.enqueued,
+        # The hook's counters by the Erlang hook's names (erlang_hooks/README.md).
+        **{f"devnode_hook_{name}_total": n for name, n in devnode.hook.counts().items()},
         "devnode_hook_queued": devnode.hook.queued(),
-        "devnode_hook_sent_total": hook.sent,
-        "devnode_hook_failed_total": hook.failed,
-        "devnode_hook_dropped_total": hook.dropped,
-        "devnode_hook_invalid_total": hook.invalid,
-        "devnode_hook_no_companion_total": hook.no_companion,
-        "devnode_hook_unroutable_keys_total": hook.unroutable_keys,
+        "devnode_breakers": devnode.hook.breakers(),
     }
     return JSONResponse(body)
 

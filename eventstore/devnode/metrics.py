@@ -12,15 +12,17 @@ bucket_props, type_props, ping, stats, healthz, readyz, metrics, other),
 ``devnode_object_bytes_written_total``, ``devnode_gets_total``, ``devnode_puts_total``,
 ``devnode_deletes_total``, ``devnode_expired_reads_total``, ``devnode_purged_total``,
 ``devnode_store_commits_total``, ``devnode_store_committed_writes_total``,
-``devnode_hook_queued`` and ``devnode_hook_{enqueued,sent,failed,dropped,invalid,
-no_companion,unroutable_keys}_total``.
+``devnode_hook_queued`` and ``devnode_hook_<counter>_total`` for each of the hook's
+counters, named as the Erlang hook names them (the table in erlang_hooks/README.md):
+``received``, ``dropped``, ``hook_errors``, ``parse_errors``, ``keys``,
+``unroutable_keys``, ``no_companion``, ``posted``, ``failed``, ``timeouts``,
+``breaker_open``, ``breaker_rejected``, ``lost``.
 """
 
 from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Iterator
-from dataclasses import fields
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
@@ -148,12 +150,11 @@ class DevnodeCollector(Collector):
         }
         for name, (documentation, read) in counters.items():
             yield CounterMetricFamily(name, documentation, value=read())
-        hook = devnode.hook.counters
-        for field in fields(hook):
+        for name, count in devnode.hook.counts().items():
             yield CounterMetricFamily(
-                f"devnode_hook_{field.name}",
-                f"Post-commit hook outcome: {field.name}",
-                value=getattr(hook, field.name),
+                f"devnode_hook_{name}",
+                f"Post-commit hook counter {name} (erlang_hooks/README.md)",
+                value=count,
             )
         yield GaugeMetricFamily(
             "devnode_hook_queued",

@@ -203,10 +203,26 @@ OPTIONS = OptionTable(
             "queue_max",
             "int",
             defaults.HOOK_QUEUE_MAX,
-            "Key groups waiting to be posted; more are dropped and counted.",
+            "Metadata writes waiting for the workers; more are dropped and counted.",
             ge=0,
         ),
         _hook("workers", "int", defaults.HOOK_WORKERS, "Concurrent POSTs.", ge=0),
+        _hook(
+            "breaker_failures",
+            "int",
+            defaults.HOOK_BREAKER_FAILURES,
+            "Consecutive failed POSTs that open a companion's circuit breaker (as the "
+            "Erlang hook's breaker_failures).",
+            ge=1,
+        ),
+        _hook(
+            "breaker_cooldown_ms",
+            "int",
+            defaults.HOOK_BREAKER_COOLDOWN_MS,
+            "How long an open breaker refuses that companion's groups before one probe, "
+            "milliseconds (as the Erlang hook's breaker_cooldown_ms).",
+            ge=0,
+        ),
         _hook(
             "module",
             "str",

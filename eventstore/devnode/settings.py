@@ -39,6 +39,8 @@ class HookSettings:
     timeout_s: float = defaults.HOOK_TIMEOUT_S
     queue_max: int = defaults.HOOK_QUEUE_MAX
     workers: int = defaults.HOOK_WORKERS
+    breaker_failures: int = defaults.HOOK_BREAKER_FAILURES
+    breaker_cooldown_ms: int = defaults.HOOK_BREAKER_COOLDOWN_MS
     module: str = defaults.HOOK_MODULE
     data_bucket_type: str = defaults.HOOK_DATA_BUCKET_TYPE
     data_bucket: str = defaults.HOOK_DATA_BUCKET

@@ -165,7 +165,7 @@ def test_events_and_substreams_read_back_from_the_host(cluster: Cluster) -> None
         )
         assert totals >= 600
     stats = client_stats(cluster)
-    assert stats["devnode_hook_sent_total"] > 0 and stats["devnode_hook_failed_total"] == 0
+    assert stats["devnode_hook_posted_total"] > 0 and stats["devnode_hook_failed_total"] == 0
     for companion in ("companion1", "companion2", "companion3"):
         assert _key_groups(cluster, companion) > 0, f"the hook sent nothing to {companion}"
 

@@ -186,7 +186,7 @@ def test_status_reports_every_daemon_and_the_disabled_substream(stack: Running) 
     report = json.loads(out.stdout)
     (node,) = report["nodes"]  # found through the companion's live znode
     assert node["url"] == e["riak"] and node["up"] and node["kind"] == "devnode"
-    assert node["hook"]["sent_total"] >= 1
+    assert node["hook"]["posted_total"] >= 1
     (companion,) = report["companions"]
     assert companion["url"] == e["companion"] and companion["source"].startswith("zookeeper")
     boom = companion["substreams"]["boom"]

@@ -218,7 +218,7 @@ def test_overload_is_shed_and_marked_while_writes_keep_their_pace(
     stats = stack.riak.stats()
     assert stats["devnode_hook_failed_total"] == 0
     assert stats["devnode_hook_dropped_total"] == 0
-    assert stats["devnode_hook_sent_total"] == 4
+    assert stats["devnode_hook_posted_total"] == 4
 
 
 def test_the_auditor_processes_chunks_whose_notification_was_lost(
