@@ -48,8 +48,15 @@ __all__ = [
 ]
 
 
-def wait_for(condition: Callable[[], Any], timeout_s: float = 30.0, what: str = "condition") -> Any:
-    """Poll ``condition`` every 50 ms until it returns something true, and return that.
+def wait_for(
+    condition: Callable[[], Any],
+    timeout_s: float = 30.0,
+    what: str = "condition",
+    *,
+    interval_s: float = 0.05,
+) -> Any:
+    """Poll ``condition`` every ``interval_s`` until it returns something true, and return
+    that.
 
     Raises:
         AssertionError: still false after ``timeout_s`` seconds (naming ``what``).
@@ -59,7 +66,7 @@ def wait_for(condition: Callable[[], Any], timeout_s: float = 30.0, what: str = 
         value = condition()
         if value:
             return value
-        time.sleep(0.05)
+        time.sleep(interval_s)
     raise AssertionError(f"{what} not met within {timeout_s}s")
 
 

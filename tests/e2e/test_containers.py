@@ -27,6 +27,7 @@ from typing import Any, Literal
 
 import pytest
 
+from companion.testing import wait_for
 from consumer_lib import EventsClient
 from eventstore.cluster import topology as topo
 from eventstore.cluster.engine import PROJECT_LABEL, Cluster
@@ -112,13 +113,7 @@ def _tagged(client: EventsClient, start: int, end: int, tag: str) -> Counter[str
 
 
 def _wait_for(what: str, check: Any, timeout_s: float = 90.0) -> Any:
-    deadline = time.monotonic() + timeout_s
-    while True:
-        value = check()
-        if value:
-            return value
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(1.0)
+    return wait_for(check, timeout_s, what, interval_s=1.0)
 
 
 def _evidence(cluster: Cluster, served: Counter[str]) -> str:

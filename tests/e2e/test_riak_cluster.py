@@ -21,11 +21,12 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import httpx
 import pytest
 
+from companion.testing import wait_for as harness_wait_for
 from consumer_lib import EventsClient
 from eventstore.cluster import topology as topo
 from eventstore.cluster.engine import Cluster
@@ -80,13 +81,7 @@ def url(cluster: Cluster, service: str, port: str = "8098/tcp") -> str:
 
 
 def wait_for(what: str, check: Callable[[], T | None], timeout_s: float = 180.0) -> T:
-    deadline = time.monotonic() + timeout_s
-    while True:
-        value = check()
-        if value:
-            return value
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(2.0)
+    return cast(T, harness_wait_for(check, timeout_s, what, interval_s=2.0))
 
 
 def riak_admin(cluster: Cluster, service: str, *args: str) -> str:

@@ -4,13 +4,14 @@ the service answered."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import socket
 import socketserver
 import subprocess
 import sys
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -162,21 +163,31 @@ def test_nothing_listening_is_not_healthy(marker: Path) -> None:
     )
 
 
-@pytest.fixture
-def silent() -> Iterator[int]:
-    """A server that accepts and closes without a word."""
+@contextlib.contextmanager
+def tcp_server(answer: bytes | None) -> Iterator[int]:
+    """A server on a free loopback port that reads up to 4 bytes, then writes ``answer``
+    and closes (``None``: closes at once, without a word); yields its port."""
 
-    class Close(socketserver.BaseRequestHandler):
+    class Reply(socketserver.BaseRequestHandler):
         def handle(self) -> None:
+            if answer is not None:
+                self.request.recv(4)
+                self.request.sendall(answer)
             self.request.close()
 
-    server = socketserver.ThreadingTCPServer(("127.0.0.1", 0), Close)
+    server = socketserver.ThreadingTCPServer(("127.0.0.1", 0), Reply)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
         yield server.server_address[1]
     finally:
         server.shutdown()
         server.server_close()
+
+
+@pytest.fixture
+def silent() -> Iterator[int]:
+    with tcp_server(None) as port:
+        yield port
 
 
 def test_a_connection_closed_without_an_answer_is_not_healthy(silent: int, marker: Path) -> None:
@@ -213,24 +224,6 @@ def test_the_project_image_check_fails_with_nothing_listening() -> None:
 # -- ZooKeeper's ruok ------------------------------------------------------------------
 
 
-def four_letter_server(answer: bytes) -> Callable[[], Iterator[int]]:
-    def serve() -> Iterator[int]:
-        class Reply(socketserver.BaseRequestHandler):
-            def handle(self) -> None:
-                self.request.recv(4)
-                self.request.sendall(answer)
-
-        server = socketserver.ThreadingTCPServer(("127.0.0.1", 0), Reply)
-        threading.Thread(target=server.serve_forever, daemon=True).start()
-        try:
-            yield server.server_address[1]
-        finally:
-            server.shutdown()
-            server.server_close()
-
-    return serve
-
-
 def zookeeper_health(port: int) -> int:
     script = topo.ZOOKEEPER_HEALTH[-1].replace("/2181", f"/{port}")
     return run(["bash", "-c", script])[0]
@@ -238,12 +231,8 @@ def zookeeper_health(port: int) -> int:
 
 @pytest.mark.parametrize(("answer", "healthy"), [(b"imok", True), (b"", False), (b"nope", False)])
 def test_zookeeper_is_healthy_only_when_it_answers_imok(answer: bytes, healthy: bool) -> None:
-    serve = four_letter_server(answer)()
-    port = next(serve)
-    try:
+    with tcp_server(answer) as port:
         assert (zookeeper_health(port) == 0) is healthy
-    finally:
-        next(serve, None)
 
 
 def test_zookeeper_not_listening_is_not_healthy() -> None:
