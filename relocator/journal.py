@@ -502,18 +502,22 @@ class JournalWriter:
                     break
             if item is None:
                 stopping = True
-            if self._journal.roll_due(self._roll_s) or self.roll_requested.is_set():
-                self.roll_requested.clear()
-                self._journal.roll()
             full = [s for s in batch if s.received.events]
+            try:
+                if self._journal.roll_due(self._roll_s) or self.roll_requested.is_set():
+                    self.roll_requested.clear()
+                    # A roll writes the new segment's producers table: it can fail as an
+                    # append does, and must stop the intake the same way (scenario 13).
+                    self._journal.roll()
+                if full:
+                    trailers = [encode_range(*s.producer) if s.producer else b"" for s in full]
+                    blocks = [s.received.data for s in full]
+                    bases = self._journal.append_blocks(blocks, trailers)
+            except OSError as e:  # disk full, I/O error: nothing acknowledged, stop
+                log.critical("journal: append failed, intake stops: %s", e)
+                self.failed = e
+                return
             if full:
-                trailers = [encode_range(*s.producer) if s.producer else b"" for s in full]
-                try:
-                    bases = self._journal.append_blocks([s.received.data for s in full], trailers)
-                except OSError as e:  # disk full, I/O error: nothing acknowledged, stop
-                    log.critical("journal: append failed, intake stops: %s", e)
-                    self.failed = e
-                    return
                 if self._producers is not None:
                     for s in full:
                         if s.producer is not None:

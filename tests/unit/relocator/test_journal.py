@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import threading
+import time
 import zlib
 from pathlib import Path
 
@@ -9,8 +10,6 @@ import pytest
 from relocator.errors import JournalFormatError
 from relocator.journal import Journal, JournalWriter, segment_of
 from relocator.wire import LENGTH, FrameParser, Received, encode_frame, scan_stream
-
-pytestmark = pytest.mark.unit
 
 
 def test_append_replay_and_positions(tmp_path: Path) -> None:
@@ -140,3 +139,41 @@ def test_segments_of_the_older_format_are_refused_not_truncated(tmp_path: Path) 
     with pytest.raises(JournalFormatError, match=r"000000000001\.seg"):
         Journal(tmp_path, segment_max_bytes=1 << 20)
     assert old.read_bytes().endswith(b"abcd")  # left as it was
+
+
+def test_a_roll_that_cannot_write_stops_the_writer_as_a_failed_append_does(
+    tmp_path: Path,
+) -> None:
+    # A roll writes the new segment's first record (the producers' table): with the disk
+    # full it fails like an append. It used to kill the writer thread with a traceback,
+    # leaving a relocator that acknowledged nothing and never exited (scenario 13).
+    disk = {"full": False}
+
+    def prologue() -> bytes:
+        if disk["full"]:
+            raise OSError(28, "No space left on device")
+        return b""
+
+    j = Journal(tmp_path, segment_max_bytes=1 << 20, prologue=prologue)
+    list(j.replay())
+    acked: list[int] = []
+    w = JournalWriter(j, lambda blocks: None, batch_max=10, queue_max=100, roll_s=3600)
+    w.start()
+
+    def one(document: bytes) -> Received:
+        raw = encode_frame(1, "d", "t", "", document)
+        received, _ = scan_stream(bytearray(LENGTH.pack(len(raw)) + raw), 1000, FrameParser())
+        return received
+
+    w.submit(one(b"a"), acked.append, block=True)
+    deadline = time.monotonic() + 5
+    while not acked and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert acked == [1]
+    disk["full"] = True
+    w.roll_requested.set()
+    w.submit(one(b"b"), acked.append, block=True)
+    while w.failed is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert isinstance(w.failed, OSError) and w.failed.errno == 28
+    assert acked == [1]  # nothing more acknowledged once the journal could not write
