@@ -49,6 +49,13 @@ class BadSpoolFile(RelocatorError):
     """A spool file with a name or content we cannot use; it is moved aside."""
 
 
+class StateStoreLost(RelocatorError):
+    """The state store cannot be trusted to be the one this data directory wrote: emptied,
+    replaced by another, or unreadable. Starting on it would number batches again from 0,
+    writing chunk keys that already hold stored events, and push the journal again. The
+    message names the directory and what to do."""
+
+
 class PushFailed(RelocatorError):
     """Chunks or metadata of a batch could not be stored in one cluster (yet)."""
 
