@@ -202,7 +202,8 @@ class TcpEmitter(Emitter):
         return True
 
     def close(self, timeout_s: float = 5.0) -> None:
-        """Flush for up to ``timeout_s``, then stop the thread."""
+        """Flush for up to ``timeout_s``, then stop the thread: frames still not
+        acknowledged then are given up (``flush`` said so)."""
         self.flush(timeout_s)
         with self._cv:
             self._closing = True
@@ -221,11 +222,20 @@ class TcpEmitter(Emitter):
                 time.sleep(delay)
                 delay = min(delay * 2, 2.0)
                 continue
-            delay = 0.05
+            acked = self.acked
             try:
                 self._session(sock)
             except OSError as e:
-                log.info("emit: connection to %s:%d lost (%s); resending unacked", *self._addr, e)
+                # A connection that ends before any acknowledgement (a relocator that
+                # accepts and closes at once) backs off like a refused one: without it
+                # the emitter reconnected in a hot loop, logging each time.
+                if self.acked > acked:
+                    delay = 0.05
+                (log.info if delay <= 0.05 else log.debug)(
+                    "emit: connection to %s:%d lost (%s); resending unacked", *self._addr, e
+                )
+                time.sleep(delay)
+                delay = min(delay * 2, 2.0)
             finally:
                 sock.close()
             with self._cv:  # everything unacked goes out again first, in order
@@ -239,7 +249,7 @@ class TcpEmitter(Emitter):
         buf = b""
         while True:
             with self._cv:
-                if self._closing and not self._queue and not self._unacked:
+                if self._closing:  # set once close()'s flush is over: done or given up
                     return
                 batch = []
                 size = 0
