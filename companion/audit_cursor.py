@@ -97,20 +97,28 @@ class CursorFile:
 
     def __init__(self, state_dir: Path) -> None:
         self.path = state_dir / CURSOR_FILE
+        #: The last :meth:`load` found a file it could not read or parse.
+        self.lost = False
 
     def load(self) -> dict[str, DcCursor]:
         """The stored cursors; ``{}`` when there is no file yet, or when it is corrupt
-        (then moved aside to ``<file>.corrupt`` and logged at ERROR with the reason)."""
+        (then moved aside to ``<file>.corrupt`` and logged at ERROR with the reason, and
+        :attr:`lost` set: the cursors it held, and what they had not confirmed, are gone)."""
+        self.lost = False
         try:
-            text = self.path.read_text()
+            data = self.path.read_bytes()
         except FileNotFoundError:
             return {}
         except OSError as e:
             log.error("auditor: cursor file %s unreadable, starting afresh: %s", self.path, e)
+            self.lost = True
             return {}
         try:
-            return parse_cursors(text)
+            # Not UTF-8 is corrupt like bad JSON (UnicodeDecodeError is a ValueError); it
+            # used to escape and end the companion at every start.
+            return parse_cursors(data.decode())
         except ValueError as e:
+            self.lost = True
             aside = self.path.with_name(self.path.name + ".corrupt")
             with contextlib.suppress(OSError):
                 self.path.replace(aside)

@@ -213,6 +213,10 @@ class Auditor:
         self._ownership = Ownership(settings)
         self._file = cursors or CursorFile(settings.state_dir)
         self.cursors: dict[str, DcCursor] = self._file.load()
+        # A cursor file that was there but unreadable held epochs not yet confirmed
+        # complete: the dcs start again from the horizon, not from audit_lookback_s
+        # back as on a new node, so none of those epochs is skipped.
+        self._start_back_s = self._horizon_s() if self._file.lost else None
         self._saved_at = 0.0
         # (epoch, dc) -> when its admitted repairs are done at the latest (monotonic):
         # not posted again before (they would be admitted twice), then checked.
@@ -247,8 +251,10 @@ class Auditor:
         # Cursors of dcs no longer audited (and with nothing pending) are dropped: such
         # a dc, when it comes back, starts audit_lookback_s back like a new one.
         self.cursors = {dc: c for dc, c in self.cursors.items() if dc in dcs}
+        start = settled if self._start_back_s is None else now - self._start_back_s
+        self._start_back_s = None  # the dcs of this first round only
         for dc in dcs:
-            cursor = self.cursors.setdefault(dc, DcCursor(settled))
+            cursor = self.cursors.setdefault(dc, DcCursor(start))
             self._give_up_old(dc, cursor, now - self._horizon_s())
         busy = self._busy()
         budget = self.settings.audit_max_keys

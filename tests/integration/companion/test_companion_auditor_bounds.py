@@ -31,8 +31,6 @@ from eventstore.names import ChunkKey, MetadataKey, Namespaces, format_metadata
 from eventstore.riak import Retry, RiakClient
 from eventstore.riak.settings import RiakSettings
 
-pytestmark = pytest.mark.integration
-
 NOW = 1_700_004_000
 LOOKBACK = 12
 #: Where a caught-up cursor is: every epoch up to NOW - LOOKBACK confirmed.
@@ -195,3 +193,28 @@ def test_epochs_older_than_the_horizon_are_given_up_and_counted(
 def given_up_total(dc: str) -> float:
     value = REGISTRY.get_sample_value("companion_audit_given_up_total", {"dc": dc})
     return value or 0.0
+
+
+@pytest.mark.parametrize("garbage", [b"\x00" * 64, b"\xff\xfe not utf-8 \x80", b'{"version": 1'])
+def test_a_corrupt_cursor_file_restarts_from_the_horizon_and_skips_no_epoch(
+    riak: RiakClient, dc: str, tmp_path: Path, garbage: bytes
+) -> None:
+    # The file held epochs not yet confirmed complete (an epoch whose key group was
+    # shed): starting LOOKBACK back, as a new node does, passed them for good (a chaos
+    # campaign left 27 chunks without a result that way); a file not in UTF-8 ended the
+    # companion at every start.
+    path = tmp_path / "audit" / "cursors.json"
+    path.parent.mkdir()
+    path.write_bytes(garbage)
+    missed = NOW - 25  # older than LOOKBACK, inside the horizon
+    write_metadata(riak, missed, dc, 2)
+    answers = Answers()
+    auditor = make_auditor(riak, tmp_path, dc, answers, audit_horizon_s=30, audit_max_keys=100)
+    auditor.run_once()
+    assert (missed, dc, 2) in answers.posted
+    assert path.with_name("cursors.json.corrupt").read_bytes() == garbage
+    # A file that is merely absent is a new node: it starts LOOKBACK back, as before.
+    fresh = tmp_path / "fresh"
+    other = Answers()
+    make_auditor(riak, fresh, dc, other, audit_horizon_s=30, audit_max_keys=100).run_once()
+    assert all(epoch >= NOW - LOOKBACK for epoch, _, _ in other.posted)
