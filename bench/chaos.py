@@ -27,6 +27,7 @@ Ctrl-C included; logs stay in the work directory when the run fails or with ``--
 from __future__ import annotations
 
 import argparse
+import faulthandler
 import json
 import logging
 import os
@@ -44,7 +45,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from chaos_check import listed_chunks, missing_results, read_back
-from chaos_faults import KINDS, Fault, Injector, plan
+from chaos_faults import EXTRA_KINDS, KINDS, Fault, Injector, flatten, plan
 from chaos_stack import Stack, StackOptions
 from chaos_system import CLEANUP, system_support
 
@@ -79,6 +80,8 @@ def run(campaign: Campaign, workdir: Path) -> dict[str, Any]:
     kinds = campaign.kinds
     if not campaign.stack.netns:
         kinds = tuple(k for k in kinds if k != "store_link")
+    if not campaign.stack.spool_interval_s:
+        kinds = tuple(k for k in kinds if k != "big_spool")
     if not campaign.stack.tmpfs_mb:
         kinds = tuple(k for k in kinds if k != "disk_full")
     planned = plan(campaign.seed, campaign.faults, campaign.duration_s, kinds=kinds)
@@ -112,19 +115,28 @@ def run(campaign: Campaign, workdir: Path) -> dict[str, Any]:
             results_wait_s = _wait_results(
                 client, stack, epochs, plugins, campaign.results_timeout_s
             )
-            corrupted_chunks = {f.corrupted_key: f.exempt_ids for f in faults if f.corrupted_key}
+            every = flatten(faults)
+            corrupted_chunks = {f.corrupted_key: f.exempt_ids for f in every if f.corrupted_key}
             readback = read_back(
                 client,
                 dcs=campaign.stack.dcs,
                 epochs=epochs,
                 acknowledged=stack.acked_ids(),
                 corrupted_records=[
-                    i for f in faults if f.kind == "journal_corrupt" for i in f.exempt_ids
+                    i for f in every if f.kind == "journal_corrupt" for i in f.exempt_ids
                 ],
                 corrupted_chunks=corrupted_chunks,
                 plugins=plugins,
+                sources=stack.id_sources(),
+                refused=stack.spool.refused if stack.spool else {},
+                rejected_dir=stack.root / "spool" / ".rejected",
             )
         exits = [e for d in stack.daemons for e in d.exits]
+        not_recovered = [
+            f"fault {f.index} {f.kind} {f.target}".strip()
+            for f in every
+            if not f.skipped and (f.recovered_s is None or "injection failed" in f.note)
+        ]
         return {
             "run": {
                 "seed": campaign.seed,
@@ -133,6 +145,8 @@ def run(campaign: Campaign, workdir: Path) -> dict[str, Any]:
                 "faulting_s": round(faulting_s, 1),
                 "total_s": round(time.monotonic() - t0, 1),
                 "rate_per_producer": campaign.stack.rate,
+                "legacy_rate": campaign.stack.legacy_rate,
+                "ack_cuts": {p.name: p.proxy.cuts for p in stack.producers if p.proxy},
                 "dcs": list(campaign.stack.dcs),
                 "netns": campaign.stack.netns,
                 "tmpfs_mb": campaign.stack.tmpfs_mb,
@@ -146,11 +160,12 @@ def run(campaign: Campaign, workdir: Path) -> dict[str, Any]:
                 "spool_files": stack.spool.files if stack.spool else 0,
             },
             "readback": readback.as_dict(),
-            "failed": readback.failed,
-            "faults_by_kind": _by_kind(faults),
+            "failed": readback.failed or bool(not_recovered),
+            "not_recovered": not_recovered,
+            "faults_by_kind": _by_kind(every),
             "faults": [f.as_dict() for f in faults],
             "zookeeper_sessions": sessions,
-            "exits": [_exit(e.as_dict(), faults) for e in exits],
+            "exits": [_exit(e.as_dict(), every) for e in exits],
             "start_failures": {d.name: d.start_failures for d in stack.daemons if d.start_failures},
         }
     finally:
@@ -207,8 +222,9 @@ def _settled_sessions(injector: Injector, wait_s: float = 15.0) -> dict[str, boo
 
 
 def _exit(exit_: dict[str, Any], faults: list[Fault]) -> dict[str, Any]:
-    """An exit with the fault last started before it, and whether the design asks for
-    it: a relocator whose journal disk is full exits (relocator/DESIGN.md, scenario 13);
+    """An exit with the fault (or overlap part: ``faults`` holds both) last started
+    before it, and whether the design asks for it: a relocator whose journal disk is
+    full exits (relocator/DESIGN.md, scenario 13);
     the watcher notices within a second, a restart may die again until the disk is freed
     and a few seconds after, when a write queued before the free fails."""
     at = exit_["at_s"]
@@ -224,10 +240,15 @@ def _exit(exit_: dict[str, Any], faults: list[Fault]) -> dict[str, Any]:
     return exit_
 
 
+def _name(f: Fault) -> str:
+    return "overlap" if f.kind == "overlap" else f"{f.kind} {f.target}".strip()
+
+
 def _by_kind(faults: list[Fault]) -> dict[str, dict[str, Any]]:
+    """Per kind and target (every overlap under one name; its parts under theirs)."""
     out: dict[str, dict[str, Any]] = {}
-    for name in sorted({f"{f.kind} {f.target}".strip() for f in faults}):
-        of_kind = [f for f in faults if f"{f.kind} {f.target}".strip() == name]
+    for name in sorted({_name(f) for f in faults}):
+        of_kind = [f for f in faults if _name(f) == name]
         done = [f.recovered_s for f in of_kind if f.recovered_s is not None and not f.skipped]
         out[name] = {
             "injected": sum(1 for f in of_kind if not f.skipped),
@@ -256,7 +277,12 @@ def render(report: dict[str, Any]) -> str:
         f"  LOST                      {rb['lost']}  {rb['lost_sample'] or ''}",
         f"  lost by injected journal corruption  {rb['lost_injected_journal']}",
         f"  lost by injected store corruption    {rb['lost_injected_store']}",
-        f"  duplicated (at-least-once)           {rb['duplicated']}",
+        f"  DUPLICATED (producers with ids, spool) {rb['duplicated']}  "
+        f"{rb['duplicated_by_source'] or ''}",
+        f"  duplicated by the legacy producer (at-least-once by design) {rb['duplicated_legacy']}",
+        f"  spool events refused by design (a file with an event no chunk holds) "
+        f"{rb['refused']}; stored anyway {rb['refused_found']}; files not kept "
+        f"{rb['refused_not_kept'] or 0}",
         f"  unacknowledged but stored            {rb['unacknowledged_found']}",
         f"  epochs / chunks read      {rb['epochs']} / {rb['chunks']}",
         f"  DANGLING metadata entries {rb['dangling']}  {rb['dangling_sample'] or ''}",
@@ -266,15 +292,25 @@ def render(report: dict[str, Any]) -> str:
         f"{rb['without_result_by_substream'] or ''} {rb['without_result_sample'] or ''}",
         f"  results by status         {rb['results_by_status']}",
         "",
-        f"  {'fault kind and target':<29}{'injected':>9}{'skipped':>8}{'not rec.':>9}"
+        f"  {'fault kind and target':<40}{'injected':>9}{'skipped':>8}{'not rec.':>9}"
         f"{'recover p50':>12}{'max':>8}  probe",
     ]
     for kind, k in report["faults_by_kind"].items():
         lines.append(
-            f"  {kind:<29}{k['injected']:>9}{k['skipped']:>8}{k['not_recovered']:>9}"
+            f"  {kind:<40}{k['injected']:>9}{k['skipped']:>8}{k['not_recovered']:>9}"
             f"{_s(k['recover_s_median']):>12}{_s(k['recover_s_max']):>8}  {k['probe']}"
         )
-    notable = [f for f in report["faults"] if f.get("skipped") or f["recovered_s"] is None]
+    overlaps = [f for f in report["faults"] if f["kind"] == "overlap"]
+    lines.append(
+        f"  overlaps: {len(overlaps)} ({sum(len(f.get('parts', [])) for f in overlaps)} "
+        "parts, counted by kind above with the single faults)"
+    )
+    notable = [
+        g
+        for f in report["faults"]
+        for g in (f, *f.get("parts", []))
+        if g.get("skipped") or g["recovered_s"] is None
+    ]
     for f in notable:
         lines.append(
             f"  fault {f['index']} {f['kind']} {f['target']}: "
@@ -300,9 +336,10 @@ def render(report: dict[str, Any]) -> str:
     lines.append(
         "RESULT: "
         + (
-            "FAILED (lost, dangling or chunks without a result)"
+            f"FAILED (lost, duplicated, dangling, chunks without a result, refused spool "
+            f"files, or faults not recovered: {report['not_recovered'] or 'none'})"
             if report["failed"]
-            else "ok: 0 lost, 0 dangling, 0 without result"
+            else "ok: 0 lost, 0 duplicated, 0 dangling, 0 without result, every fault recovered"
         )
     )
     return "\n".join(lines)
@@ -327,7 +364,15 @@ def main(argv: list[str] | None = None) -> int:
         help="time over which the faults are spread (longer if they overrun)",
     )
     parser.add_argument("--kinds", default=",".join(KINDS), help="fault kinds to draw from")
-    parser.add_argument("--rate", type=float, default=300.0, help="events/s per producer")
+    parser.add_argument(
+        "--rate", type=float, default=300.0, help="events/s per producer with an id"
+    )
+    parser.add_argument(
+        "--legacy-rate",
+        type=float,
+        default=30.0,
+        help="events/s of the producer without an id (at-least-once; 0: none)",
+    )
     parser.add_argument("--no-netns", action="store_true", help="devnode on loopback")
     parser.add_argument(
         "--tmpfs-mb",
@@ -346,8 +391,10 @@ def main(argv: list[str] | None = None) -> int:
     )
     logging.getLogger("kazoo").setLevel(logging.ERROR)
     kinds = tuple(k for k in args.kinds.split(",") if k)
-    if unknown := set(kinds) - set(KINDS):
-        parser.error(f"unknown fault kinds {sorted(unknown)}; known: {', '.join(KINDS)}")
+    if unknown := set(kinds) - set(KINDS) - set(EXTRA_KINDS):
+        parser.error(
+            f"unknown fault kinds {sorted(unknown)}; known: {', '.join(KINDS + EXTRA_KINDS)}"
+        )
     netns = not args.no_netns
     if (netns or args.tmpfs_mb) and (why := system_support()):
         parser.error(
@@ -359,10 +406,17 @@ def main(argv: list[str] | None = None) -> int:
         faults=args.faults,
         duration_s=args.duration_s,
         kinds=kinds,
-        stack=StackOptions(rate=args.rate, netns=netns, tmpfs_mb=args.tmpfs_mb, seed=args.seed),
+        stack=StackOptions(
+            rate=args.rate,
+            legacy_rate=args.legacy_rate,
+            netns=netns,
+            tmpfs_mb=args.tmpfs_mb,
+            seed=args.seed,
+        ),
     )
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="chaos-"))
     signal.signal(signal.SIGTERM, _interrupt)
+    faulthandler.register(signal.SIGUSR1, all_threads=True)  # kill -USR1: every stack
     try:
         report = run(campaign, workdir)
     except RuntimeError as e:

@@ -15,8 +15,14 @@ Counted (:class:`Readback`):
   corrupted; ``lost_injected_journal`` / ``lost_injected_store``: not found, and in a
   corrupted journal record / a corrupted stored chunk (reported apart: the corruption
   was the campaign's, the promise is that nothing *else* goes with it);
-- ``duplicated``: extra copies of ids (at-least-once: a TCP producer resends what was not
-  acknowledged before a connection broke; relocator/DESIGN.md, no-goals);
+- ``duplicated``: extra copies of ids of the producers with ids and of the spool
+  (exactly once into the store: relocator/DESIGN.md, issue 24), by source in
+  ``duplicated_by_source``; ``duplicated_legacy``: extra copies of the producer without
+  an id (at-least-once by design: it resends what was not acknowledged when a
+  connection broke), reported apart and not a failure;
+- ``refused``: events of spool files the relocators must refuse whole (an event that
+  fits no chunk); ``refused_found``: those read back anyway (a finding);
+  ``refused_not_kept``: such files not found in ``.rejected/``;
 - ``dangling``: metadata entries whose chunk is not stored (ChunkMissing);
 - ``corrupt_injected``: listed chunks that fail their checksum and that the campaign
   corrupted (expected: a clear ChunkCorrupt, never silently wrong events);
@@ -28,10 +34,12 @@ Counted (:class:`Readback`):
 
 from __future__ import annotations
 
+import bisect
 import collections
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from chaos_load import ID_KEY
@@ -53,6 +61,11 @@ class Readback:
     lost_injected_journal: int = 0
     lost_injected_store: int = 0
     duplicated: int = 0
+    duplicated_legacy: int = 0
+    duplicated_by_source: dict[str, int] = field(default_factory=dict)
+    refused: int = 0
+    refused_found: int = 0
+    refused_not_kept: list[str] = field(default_factory=list)
     unacknowledged_found: int = 0
     events_read: int = 0
     epochs: int = 0
@@ -70,8 +83,16 @@ class Readback:
 
     @property
     def failed(self) -> bool:
-        """The campaign's verdict: anything lost, dangling, or a chunk without a result."""
-        return bool(self.lost or self.dangling or self.without_result)
+        """The readback's verdict: anything lost, stored twice (but the legacy producer's),
+        dangling, a chunk without a result, or a refused spool file stored or not kept."""
+        return bool(
+            self.lost
+            or self.duplicated
+            or self.dangling
+            or self.without_result
+            or self.refused_found
+            or self.refused_not_kept
+        )
 
     def as_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -112,6 +133,9 @@ def read_back(
     corrupted_records: Iterable[int],
     corrupted_chunks: dict[str, list[int]],
     plugins: list[Substream],
+    sources: list[tuple[int, str]] | None = None,
+    refused: dict[str, list[int]] | None = None,
+    rejected_dir: Path | None = None,
     threads: int = 8,
 ) -> Readback:
     """Read everything back and count (see the module docstring).
@@ -123,6 +147,10 @@ def read_back(
         corrupted_records: ids of events in journal records the campaign corrupted.
         corrupted_chunks: chunk key -> ids of its events, for chunks the campaign corrupted.
         plugins: the companion's plugins (their declared types/subtypes pick the chunks).
+        sources: (first id, source name) ascending; a source named ``legacy`` is
+            at-least-once (its duplicates are counted apart).
+        refused: spool file name -> ids, for files that must be refused whole.
+        rejected_dir: where refused spool files are kept (``<spool>/.rejected``).
         threads: parallel chunk and result reads.
     """
     out = Readback()
@@ -160,8 +188,22 @@ def read_back(
     store = {i for ids in corrupted_chunks.values() for i in ids}
     out.acknowledged = len(acked)
     out.found = sum(1 for i in acked if i in seen)
-    out.duplicated = sum(n - 1 for n in seen.values() if n > 1)
-    out.unacknowledged_found = sum(1 for i in seen if i not in acked)
+    firsts = [first for first, _ in sources or [(0, "all")]]
+    names = [name for _, name in sources or [(0, "all")]]
+    by_source: collections.Counter[str] = collections.Counter()
+    for i, n in seen.items():
+        if n > 1:
+            by_source[names[max(0, bisect.bisect_right(firsts, i) - 1)]] += n - 1
+    out.duplicated_by_source = dict(by_source)
+    out.duplicated_legacy = by_source.get("legacy", 0)
+    out.duplicated = sum(by_source.values()) - out.duplicated_legacy
+    refused_ids = {i for ids in (refused or {}).values() for i in ids}
+    out.refused = len(refused_ids)
+    out.refused_found = sum(1 for i in refused_ids if i in seen)
+    out.refused_not_kept = [
+        name for name in (refused or {}) if rejected_dir and not (rejected_dir / name).exists()
+    ]
+    out.unacknowledged_found = sum(1 for i in seen if i not in acked and i not in refused_ids)
     for i in sorted(acked - seen.keys()):
         if i in store:
             out.lost_injected_store += 1

@@ -21,6 +21,29 @@ Kinds (``KINDS``), each injected while events flow, one fault at a time:
 ``store_stop``      the devnode stopped (SIGTERM), down ``hold_s``, restarted
 ``store_link``      the veth link to the devnode's network namespace down ``hold_s``
 ``disk_full``       the first relocator's tmpfs data directory filled, ``hold_s``, freed
+``worker_kill``     kill -9 of one gunicorn worker of the companion, the master and the
+                    other worker alive (the master starts a new one)
+``relocator_state_corrupt``  a relocator killed, its journal's tail torn or its state
+                    store's lock file or data directory lock garbled (``chaos_corrupt.py``
+                    says exactly how), restarted
+``companion_state_corrupt``  the companion killed, the files of its state directory
+                    cut, garbled or zeroed (``chaos_corrupt.py``), restarted
+``big_spool``       three spool files with an event of exactly ``max_event_bytes``, of one
+                    byte more, and of more than a chunk holds (that file must be refused
+                    whole, into ``.rejected/``)
+``ack_cut``         the proxy before one producer (with an id, or the legacy one)
+                    swallows an acknowledgement the relocator sent after its fdatasync
+                    and cuts the connection, 1-4 times within ``hold_s``
+``overlap``         two or three of the above at once on different parts of the system
+                    (the store, ZooKeeper, a relocator, the companion, a producer),
+                    started a moment apart, longest first, so the later ones happen
+                    inside the earlier ones (a relocator killed while the store is down
+                    while ZooKeeper restarts)
+
+``EXTRA_KINDS`` are drawn only when asked for (``--kinds``; ``chaos_corrupt.py``):
+``state_store_emptied`` (a relocator's ``data.mdb`` cut to 0 bytes: the relocator now
+refuses to start, by design, so the fault is not recovered), ``cursor_not_utf8`` (the
+companion's cursor file always overwritten with bytes that are not UTF-8).
 
 Each injection returns a :class:`Fault`: what was done, when, and ``recovered_s``, the
 seconds from the heal (restart issued, link up, disk freed) until the system works
@@ -34,64 +57,48 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import random
+import signal
 import threading
 import time
-import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
+from chaos_corrupt import (
+    corrupt_companion_state,
+    corrupt_relocator_state,
+    empty_state_store,
+    flip_journal_record,
+    journal_records,
+)
 from chaos_load import ID_KEY
+from chaos_plan import EXTRA_KINDS, KINDS, PlannedFault, plan
 from chaos_stack import Daemon, Stack
 from kazoo.client import KazooClient
 
-from eventstore import sereal
+from companion.testing import children_of
 from eventstore.blob import unpack_blob
 from eventstore.names import parse_metadata
 from eventstore.riak import NotFound, RiakClient, RiakError
-from relocator.wire import LENGTH, parse_frame
 
 log = logging.getLogger("chaos.faults")
 
-__all__ = ["KINDS", "RECOVERY_TIMEOUT_S", "Fault", "Injector", "PlannedFault", "plan"]
+__all__ = [
+    "EXTRA_KINDS",
+    "KINDS",
+    "RECOVERY_TIMEOUT_S",
+    "Fault",
+    "Injector",
+    "PlannedFault",
+    "flatten",
+    "journal_records",
+    "plan",
+]
 
-KINDS = (
-    "kill",
-    "kill_recovering",
-    "zk_restart",
-    "zk_expire",
-    "journal_corrupt",
-    "chunk_corrupt",
-    "store_stop",
-    "store_link",
-    "disk_full",
-)
-#: Targets of the kinds that pick a daemon (each is cycled through, so a few faults of a
-#: kind reach every target).
-TARGETS = {
-    "kill": ("relocator-1", "relocator-2", "companion", "devnode", "zookeeper"),
-    "kill_recovering": ("relocator-1", "relocator-2", "companion", "devnode", "zookeeper"),
-    "zk_expire": ("relocator-1", "relocator-2", "companion"),
-    "journal_corrupt": ("relocator-1", "relocator-2"),
-}
 #: Longest wait for a probe after a heal, seconds.
 RECOVERY_TIMEOUT_S = 60.0
-_JOURNAL_RECORD = 8  # u32 length + u32 crc32, then the block (relocator/journal.py)
-
-
-@dataclass(frozen=True)
-class PlannedFault:
-    """One fault of the plan: drawn from the seed before the run starts."""
-
-    index: int
-    kind: str
-    target: str
-    at_s: float
-    hold_s: float
-    delay_s: float
-    graceful: bool
 
 
 @dataclass
@@ -110,6 +117,7 @@ class Fault:
     exempt_ids: list[int] = field(default_factory=list)
     corrupted_key: str | None = None
     ended_s: float = 0.0
+    parts: list[Fault] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -129,53 +137,14 @@ class Fault:
             out["corrupted_key"] = self.corrupted_key
         if self.exempt_ids:
             out["events_in_corrupted_record_or_chunk"] = len(self.exempt_ids)
+        if self.parts:
+            out["parts"] = [p.as_dict() for p in self.parts]
         return out
 
 
-def plan(
-    seed: int,
-    faults: int,
-    duration_s: float,
-    *,
-    kinds: tuple[str, ...] = KINDS,
-    warmup_s: float = 5.0,
-) -> list[PlannedFault]:
-    """``faults`` faults drawn from ``seed``: every kind about equally often (a shuffled
-    deck of the kinds, dealt again when empty), at uniform random points of
-    ``[warmup_s, duration_s]`` (a fault starts after the previous one has ended), each
-    with its random hold, delay and graceful/kill choice."""
-    rng = random.Random(seed)
-    deck: list[str] = []
-    cursors = {k: rng.randrange(len(t)) for k, t in TARGETS.items()}
-    times = sorted(rng.uniform(warmup_s, max(warmup_s, duration_s)) for _ in range(faults))
-    out = []
-    for i, at in enumerate(times):
-        if not deck:
-            deck = list(kinds)
-            rng.shuffle(deck)
-        kind = deck.pop()
-        targets = TARGETS.get(kind, ("",))
-        target = targets[cursors.get(kind, 0) % len(targets)]
-        cursors[kind] = cursors.get(kind, 0) + 1
-        out.append(
-            PlannedFault(
-                index=i,
-                kind=kind,
-                target=target,
-                at_s=at,
-                hold_s=rng.uniform(
-                    *{
-                        "zk_restart": (1.0, 8.0),
-                        "store_stop": (0.5, 4.0),
-                        "store_link": (1.0, 6.0),
-                        "disk_full": (1.0, 5.0),
-                    }.get(kind, (0.0, 1.5))
-                ),
-                delay_s=rng.uniform(0.05, 1.5),
-                graceful=rng.random() < 0.5,
-            )
-        )
-    return out
+def flatten(faults: list[Fault]) -> list[Fault]:
+    """Every fault and every part of an overlap."""
+    return [g for f in faults for g in (f, *flatten(f.parts))]
 
 
 def java_random_bytes(seed: int, n: int) -> bytes:
@@ -195,29 +164,6 @@ def java_random_bytes(seed: int, n: int) -> bytes:
 def session_password(session_id: int) -> bytes:
     """The password ZooKeeper gave session ``session_id`` (ZooKeeperServer.generatePasswd)."""
     return java_random_bytes(session_id ^ 0xB3415C00, 16)
-
-
-def journal_records(path: Path) -> list[tuple[int, int, list[int]]]:
-    """The intact records of a journal segment: (start, end, chaos ids of its events),
-    read with the record layout of relocator/DESIGN.md; stops at the first bad one."""
-    data = path.read_bytes()
-    records = []
-    pos = 0
-    while pos + _JOURNAL_RECORD <= len(data):
-        n, crc = LENGTH.unpack_from(data, pos)[0], LENGTH.unpack_from(data, pos + 4)[0]
-        block = data[pos + _JOURNAL_RECORD : pos + _JOURNAL_RECORD + n]
-        if len(block) != n or zlib.crc32(block) != crc:
-            break
-        ids, at = [], 0
-        while at + LENGTH.size <= len(block):
-            (size,) = LENGTH.unpack_from(block, at)
-            frame = block[at + LENGTH.size : at + LENGTH.size + size]
-            with contextlib.suppress(Exception):  # a frame intake refused has no id
-                ids.append(int(sereal.decode(parse_frame(frame).document)[ID_KEY]))
-            at += LENGTH.size + size
-        records.append((pos, pos + _JOURNAL_RECORD + n, ids))
-        pos += _JOURNAL_RECORD + n
-    return records
 
 
 class Injector:
@@ -248,10 +194,6 @@ class Injector:
 
     def inject(self, planned: PlannedFault) -> Fault:
         """Inject one fault, heal it, and wait for recovery (at most RECOVERY_TIMEOUT_S)."""
-        rng = random.Random(f"{self.seed}-{planned.index}")
-        method: Callable[[PlannedFault, random.Random, Fault], None] = getattr(
-            self, f"_{planned.kind}"
-        )
         fault = Fault(
             planned.index,
             planned.kind,
@@ -269,13 +211,20 @@ class Injector:
             planned.target,
             planned.hold_s,
         )
+        self._run(planned, fault)
+        return fault
+
+    def _run(self, planned: PlannedFault, fault: Fault) -> None:
+        rng = random.Random(f"{self.seed}-{planned.index}")
+        method: Callable[[PlannedFault, random.Random, Fault], None] = getattr(
+            self, f"_{planned.kind}"
+        )
         try:
             method(planned, rng, fault)
         except Exception as e:  # a fault that could not be injected is reported, not fatal
             log.exception("fault %d (%s) failed", planned.index, planned.kind)
             fault.note = f"{fault.note}; injection failed: {e!r}".lstrip("; ")
         fault.ended_s = time.monotonic() - self.stack.t0
-        return fault
 
     # -- the kinds -------------------------------------------------------------------------
 
@@ -335,7 +284,10 @@ class Injector:
         daemon = self._daemon(p.target)
         path = self.stack.ephemeral_of(daemon)
         fault.probe = "session znode back under a new session"
-        stat = self.kz.exists(path)
+        # a previous fault may have left the daemon between sessions: give it 15 s
+        deadline = time.monotonic() + 15.0
+        while (stat := self._stat(path)) is None and time.monotonic() < deadline:
+            time.sleep(0.1)
         if stat is None or not stat.ephemeralOwner:
             fault.note = f"{path} does not exist: {p.target} has no session to expire"
             fault.skipped = True
@@ -355,35 +307,149 @@ class Injector:
 
     def _journal_corrupt(self, p: PlannedFault, rng: random.Random, fault: Fault) -> None:
         daemon = self._daemon(p.target)
-        journal = self.stack.data_dir(daemon) / "journal"
         with daemon.held():
             daemon.process.kill()
-            segments = sorted(journal.glob("*.blk"), reverse=True)
-            chosen = None
-            for segment in segments:  # the newest with a record followed by others
-                records = journal_records(segment)
-                if len(records) >= 2:
-                    chosen = segment, records
-                    break
-            if chosen is None:
-                fault.note = f"no segment of {journal} had two records; nothing flipped"
+            flipped = flip_journal_record(self.stack.data_dir(daemon), rng)
+            if flipped is None:
+                fault.note = "no journal segment had two records; nothing flipped"
                 fault.skipped = True
             else:
-                segment, records = chosen
-                start, end, ids = records[rng.randrange(len(records) - 1)]
-                at = rng.randrange(start, end)
-                with segment.open("r+b") as f:
-                    f.seek(at)
-                    byte = f.read(1)[0]
-                    f.seek(at)
-                    f.write(bytes([byte ^ (1 << rng.randrange(8))]))
-                fault.exempt_ids = ids
-                fault.note = (
-                    f"{segment.name} offset {at} (record {start}-{end} of "
-                    f"{len(records)} records, {len(ids)} events)"
-                )
+                fault.note, fault.exempt_ids = flipped
             heal = self._restart(daemon, fault)
         self._recover(daemon, heal, fault)
+
+    def _relocator_state_corrupt(self, p: PlannedFault, rng: random.Random, fault: Fault) -> None:
+        daemon = self._daemon(p.target)
+        with daemon.held():
+            daemon.process.kill()
+            fault.note = corrupt_relocator_state(self.stack.data_dir(daemon), rng)
+            heal = self._restart(daemon, fault)
+        self._recover(daemon, heal, fault)
+
+    def _state_store_emptied(self, p: PlannedFault, rng: random.Random, fault: Fault) -> None:
+        daemon = self._daemon(p.target)
+        with daemon.held():
+            daemon.process.kill()
+            fault.note = empty_state_store(self.stack.data_dir(daemon))
+            heal = self._restart(daemon, fault)
+        self._recover(daemon, heal, fault)
+
+    def _companion_state_corrupt(
+        self, p: PlannedFault, rng: random.Random, fault: Fault, *, cursor_not_utf8: bool = False
+    ) -> None:
+        daemon = self.stack.companion
+        assert daemon is not None
+        with daemon.held():
+            daemon.process.kill()
+            fault.note = corrupt_companion_state(
+                self.stack.companion_state_dir, rng, cursor_not_utf8=cursor_not_utf8
+            )
+            heal = self._restart(daemon, fault)
+        self._recover(daemon, heal, fault)
+
+    def _cursor_not_utf8(self, p: PlannedFault, rng: random.Random, fault: Fault) -> None:
+        self._companion_state_corrupt(p, rng, fault, cursor_not_utf8=True)
+
+    def _worker_kill(self, p: PlannedFault, rng: random.Random, fault: Fault) -> None:
+        master = self.stack.companion_process().pid
+        assert master is not None
+        workers = children_of(master)
+        if not workers:
+            fault.note, fault.skipped = "the companion has no worker to kill", True
+            return
+        victim = rng.choice(workers)
+        os.kill(victim, signal.SIGKILL)
+        fault.note = f"worker {victim} of {len(workers)} killed -9 (master {master})"
+        heal = time.monotonic()
+        fault.probe = "a new worker replaces it, companion /healthz 200"
+        proc = self.stack.companion_process()
+
+        def replaced() -> bool:
+            now = children_of(master)
+            return (
+                victim not in now
+                and len(now) >= len(workers)
+                and proc.request("GET", "/healthz")[0] == 200
+            )
+
+        fault.recovered_s = self._wait(heal, replaced)
+
+    def _big_spool(self, p: PlannedFault, rng: random.Random, fault: Fault) -> None:
+        spool = self.stack.spool
+        if spool is None:
+            fault.note, fault.skipped = "no spool writer", True
+            return
+        names = spool.write_big(rng)
+        fault.note = f"stored whole: {names['stored']}; refused whole: {names['refused']}"
+        fault.probe = "the files leave the spool directory (the refused one into .rejected/)"
+        directory = spool.directory
+        heal = time.monotonic()
+        fault.recovered_s = self._wait(
+            heal,
+            lambda: (
+                not any((directory / n).exists() for n in names["stored"] + names["refused"])
+                and all((directory / ".rejected" / n).exists() for n in names["refused"])
+            ),
+        )
+
+    def _ack_cut(self, p: PlannedFault, rng: random.Random, fault: Fault) -> None:
+        producer = self.stack.producer(p.target)
+        proxy = producer.proxy
+        assert proxy is not None
+        cuts = rng.randint(1, 4)
+        made = 0
+        for _ in range(cuts):
+            proxy.cut_next()
+            deadline = time.monotonic() + 10.0  # the next acknowledgement
+            while proxy.armed and time.monotonic() < deadline:
+                time.sleep(0.01)
+            made += proxy.armed == 0
+            proxy.disarm()
+            time.sleep(p.hold_s / cuts)
+        fault.note = f"{made} of {cuts} acknowledgements swallowed, each connection cut"
+        fault.probe = f"acks resume on {producer.name}"
+        heal = time.monotonic()
+        base = producer.acked_count()
+        fault.recovered_s = self._wait(heal, lambda: producer.acked_count() > base)
+
+    def _overlap(self, p: PlannedFault, rng: random.Random, fault: Fault) -> None:
+        t = time.monotonic()
+        parts = [
+            Fault(q.index, q.kind, q.target, time.monotonic() - self.stack.t0, q.hold_s, probe="")
+            for q in p.parts
+        ]
+
+        def run(q: PlannedFault, part: Fault) -> None:
+            time.sleep(max(0.0, t + q.at_s - time.monotonic()))
+            part.started_s = time.monotonic() - self.stack.t0
+            log.info("fault %d, part: %s %s (hold %.1fs)", p.index, q.kind, q.target, q.hold_s)
+            self._run(q, part)
+            log.info(
+                "fault %d, part %s %s done: recovered in %s",
+                p.index,
+                q.kind,
+                q.target,
+                part.recovered_s,
+            )
+
+        threads = [
+            threading.Thread(target=run, args=(q, part), daemon=True)
+            for q, part in zip(p.parts, parts, strict=True)
+        ]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(600)
+        fault.parts = parts
+        fault.probe = "every part's probe"
+        fault.note = "; ".join(f"{q.kind} {q.target}: {q.note}".replace(" :", ":") for q in parts)
+        live = [q for q in parts if not q.skipped]
+        done = [q.recovered_s for q in live]
+        if live and all(r is not None for r in done):
+            # the slowest part's recovery from its own heal (as for a single fault)
+            fault.recovered_s = max(r for r in done if r is not None)
+        fault.note += f"; all parts over {time.monotonic() - t:.1f}s after the first began"
+        fault.skipped = not live
 
     def _chunk_corrupt(self, p: PlannedFault, rng: random.Random, fault: Fault) -> None:
         fault.probe = "none (the corruption stays)"
@@ -496,6 +562,13 @@ class Injector:
         return {
             stack.ephemeral_of(d): self._owner(stack.ephemeral_of(d)) is not None for d in daemons
         }
+
+    def _stat(self, path: str) -> Any:
+        """The znode's stat, None when missing or ZooKeeper does not answer."""
+        try:
+            return self.kz.exists(path)
+        except Exception:  # ZooKeeper down or our session reconnecting
+            return None
 
     def _owner(self, path: str) -> int | None:
         try:

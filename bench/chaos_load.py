@@ -2,26 +2,135 @@
 with a unique ``chaos_id``, each recording exactly which ids were made durable.
 
 :class:`AckedProducer` sends the realistic mix (:mod:`relocator.events`) through
-:class:`relocator.producer.TcpEmitter`; :class:`SpoolWriter` drops per-epoch blobs into
-the relocators' shared spool directory as an external aggregator does.
+:class:`relocator.producer.TcpEmitter` (with a producer id, or without one: a legacy,
+at-least-once producer) and an :class:`AckCutProxy`, which can swallow an
+acknowledgement the relocator sent after its fdatasync and cut the connection, so the
+producer resends frames the relocator already holds. :class:`SpoolWriter` drops
+per-epoch blobs into the relocators' shared spool directory as an external aggregator
+does, and on request files with an event at and above ``max_event_bytes``.
 """
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
+import random
+import socket
 import threading
 import time
 from pathlib import Path
 
 from eventstore import sereal
+from relocator import defaults
 from relocator.events import iter_events
 from relocator.producer import TcpEmitter
+from relocator.wire import HELLO_REPLY
 
-__all__ = ["ID_KEY", "AckedProducer", "SpoolWriter"]
+__all__ = ["ID_KEY", "AckCutProxy", "AckedProducer", "SpoolWriter"]
 
 #: The field every campaign event carries: an int unique in the run.
 ID_KEY = "chaos_id"
+
+
+class AckCutProxy:
+    """A TCP proxy between one producer and its relocator (``127.0.0.1:upstream``).
+
+    The producer's bytes always go through, and so do the relocator's until
+    :meth:`cut_next` arms it: then the next read of acknowledgements (sent by the
+    relocator after its fdatasync) is swallowed and both connections are cut, so the
+    producer resends frames the relocator already made durable (issue 24's duplicate
+    case). The hello's answer always goes through.
+
+    Args:
+        upstream: the relocator's TCP port.
+    """
+
+    def __init__(self, upstream: int) -> None:
+        self._upstream = upstream
+        self.cuts = 0
+        self._armed = 0
+        self._lock = threading.Lock()
+        self._open: list[socket.socket] = []
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        self.port: int = self._listener.getsockname()[1]
+        threading.Thread(target=self._accept, name=f"proxy-{upstream}", daemon=True).start()
+
+    def cut_next(self) -> None:
+        """Swallow the next acknowledgement and cut the connection."""
+        with self._lock:
+            self._armed += 1
+
+    def disarm(self) -> None:
+        """Forget cuts asked for and not made yet."""
+        with self._lock:
+            self._armed = 0
+
+    @property
+    def armed(self) -> int:
+        """Cuts asked for and not made yet."""
+        with self._lock:
+            return self._armed
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                down, _ = self._listener.accept()
+            except OSError:
+                return
+            try:
+                up = socket.create_connection(("127.0.0.1", self._upstream), timeout=5)
+            except OSError:
+                # The relocator is down. Closed at once, the producer would connect again
+                # at once (an emitter backs off after a refused connect only, not after
+                # a connection that ends at once): close it after the first back-off.
+                threading.Timer(0.5, down.close).start()
+                continue
+            up.settimeout(None)
+            with self._lock:
+                self._open += [down, up]
+            threading.Thread(target=self._pump, args=(down, up), daemon=True).start()
+            threading.Thread(target=self._acks, args=(up, down), daemon=True).start()
+
+    def _pump(self, src: socket.socket, dst: socket.socket) -> None:
+        with contextlib.suppress(OSError):
+            while data := src.recv(65536):
+                dst.sendall(data)
+        self._close(src, dst)
+
+    def _acks(self, up: socket.socket, down: socket.socket) -> None:
+        first = True
+        with contextlib.suppress(OSError):
+            while data := up.recv(65536):
+                if first and data.startswith(HELLO_REPLY):
+                    down.sendall(HELLO_REPLY)
+                    data = data[len(HELLO_REPLY) :]
+                first = False
+                if not data:
+                    continue
+                with self._lock:
+                    cut = self._armed > 0
+                    if cut:
+                        self._armed -= 1
+                        self.cuts += 1
+                if cut:
+                    break  # swallowed: durable at the relocator, never heard of here
+                down.sendall(data)
+        self._close(up, down)
+
+    def _close(self, *socks: socket.socket) -> None:
+        for s in socks:
+            with contextlib.suppress(OSError):
+                s.shutdown(socket.SHUT_RDWR)
+            s.close()
+        with self._lock:
+            self._open = [s for s in self._open if s not in socks]
+
+    def close(self) -> None:
+        self._listener.close()
+        with self._lock:
+            socks, self._open = self._open, []
+        self._close(*socks)
 
 
 class AckedProducer:
@@ -33,11 +142,14 @@ class AckedProducer:
 
     Args:
         name: for reports.
-        port: the relocator's TCP port.
+        port: the relocator's TCP port (or its proxy's).
         dcs: dcs of the events.
         first_id: the first ``chaos_id``; the next ones count up.
         rate: events per second.
         seed: the event generator's seed.
+        idempotent: a producer id and numbered frames (the default of ``TcpEmitter``);
+            False: a legacy producer, at-least-once by design.
+        proxy: the proxy ``port`` belongs to, if any (for the ack-cut fault).
     """
 
     def __init__(
@@ -49,9 +161,16 @@ class AckedProducer:
         first_id: int,
         rate: float,
         seed: int,
+        idempotent: bool = True,
+        proxy: AckCutProxy | None = None,
     ) -> None:
         self.name = name
-        self.emitter = TcpEmitter("127.0.0.1", port, dc=dcs[0], queue_max=200_000)
+        self.first_id = first_id
+        self.idempotent = idempotent
+        self.proxy = proxy
+        self.emitter = TcpEmitter(
+            "127.0.0.1", port, dc=dcs[0], queue_max=200_000, idempotent=idempotent
+        )
         self._dcs = dcs
         self._next_id = first_id
         self._rate = rate
@@ -79,6 +198,10 @@ class AckedProducer:
         with self._lock:
             return len(self._handed)
 
+    def halt(self) -> None:
+        """Stop producing (without waiting for anything)."""
+        self._stop.set()
+
     def stop(self, flush_s: float) -> bool:
         """Stop producing; wait up to ``flush_s`` for every event to be acknowledged.
 
@@ -88,6 +211,10 @@ class AckedProducer:
         self._stop.set()
         self._thread.join(10)
         done = self.emitter.flush(flush_s)
+        # Cut the connection first: TcpEmitter.close joins its thread, which ends a
+        # connection only once nothing is left unacknowledged.
+        if self.proxy is not None:
+            self.proxy.close()
         self.emitter.close(0.1)
         return done
 
@@ -141,7 +268,11 @@ class SpoolWriter:
         self._events = events
         self._interval_s = interval_s
         self.written: list[int] = []
+        #: ids of events in files the relocators must refuse whole (moved to
+        #: ``.rejected/``): file name -> ids
+        self.refused: dict[str, list[int]] = {}
         self.files = 0
+        self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="spool-writer", daemon=True)
 
@@ -156,34 +287,81 @@ class SpoolWriter:
     def _run(self) -> None:
         while not self._stop.wait(self._interval_s):
             epoch, dc = int(time.time()), next(self._dcs)
-            ids = list(range(self._next_id, self._next_id + self._events))
-            body = sereal.encode(
-                [
-                    {
-                        ID_KEY: i,
-                        "type": "cron",
-                        "subtype": "spool",
-                        "dc": dc,
-                        "epoch": epoch,
-                        "job": "chaos.spool",
-                        "host": f"cron-001.{dc}.example.com",
-                    }
-                    for i in ids
-                ],
-                compress="zstd",
-            )
-            name = f"{epoch}-{dc}-cron-spool-f{self.files}.srl"
-            tmp = self.directory / f".{name}.tmp"
-            with tmp.open("wb") as f:
-                f.write(body)
-                f.flush()
-                os.fsync(f.fileno())
-            tmp.rename(self.directory / name)
-            fd = os.open(self.directory, os.O_RDONLY)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-            self.written.extend(ids)
-            self._next_id += self._events
+            with self._lock:
+                ids = list(range(self._next_id, self._next_id + self._events))
+                self._next_id += self._events
+            body = sereal.encode([self._event(i, dc, epoch) for i in ids], compress="zstd")
+            self._drop(f"{epoch}-{dc}-cron-spool-f{self.files}.srl", body, ids)
+
+    @staticmethod
+    def _event(i: int, dc: str, epoch: int) -> dict[str, object]:
+        return {
+            ID_KEY: i,
+            "type": "cron",
+            "subtype": "spool",
+            "dc": dc,
+            "epoch": epoch,
+            "job": "chaos.spool",
+            "host": f"cron-001.{dc}.example.com",
+        }
+
+    def _drop(self, name: str, body: bytes, ids: list[int], *, refused: bool = False) -> None:
+        """Write ``name`` as an aggregator does; its ids count once the rename is durable."""
+        tmp = self.directory / f".{name}.tmp"
+        with tmp.open("wb") as f:
+            f.write(body)
+            f.flush()
+            os.fsync(f.fileno())
+        tmp.rename(self.directory / name)
+        fd = os.open(self.directory, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        with self._lock:
+            if refused:
+                self.refused[name] = ids
+            else:
+                self.written.extend(ids)
             self.files += 1
+
+    def write_big(self, rng: random.Random) -> dict[str, list[str]]:
+        """Three spool files of 20 events around one big event (random hex, so it does
+        not compress away): one of exactly ``max_event_bytes`` encoded (an uncompressed
+        file), one of ``max_event_bytes + 1`` (zstd), both to be stored whole (the
+        spool path takes whole blobs: relocator/DESIGN.md scenario 10 bounds a file by
+        ``max_spool_bytes`` and an event by what fits a chunk); and one whose big event
+        needs more than ``chunk_max_bytes`` stored, to be refused whole (moved to
+        ``.rejected/``, none of its events stored). Returns the names by expectation."""
+        epoch, dc = int(time.time()), next(self._dcs)
+        out: dict[str, list[str]] = {"stored": [], "refused": []}
+        cases = (
+            (defaults.MAX_EVENT_BYTES, None, False),
+            (defaults.MAX_EVENT_BYTES + 1, "zstd", False),
+            (defaults.CHUNK_MAX_BYTES * 5 // 2, "zstd", True),
+        )
+        for size, compress, refused in cases:
+            with self._lock:
+                ids = list(range(self._next_id, self._next_id + 21))
+                self._next_id += 21
+            events = [self._event(i, dc, epoch) for i in ids]
+            events[10] = _sized(events[10], size, rng)
+            body = sereal.encode(events, compress=compress)
+            name = f"{epoch}-{dc}-cron-spool-big{ids[0]}x{size}.srl"
+            self._drop(name, body, ids, refused=refused)
+            out["refused" if refused else "stored"].append(name)
+        return out
+
+
+def _sized(event: dict[str, object], size: int, rng: random.Random) -> dict[str, object]:
+    """``event`` with a ``pad`` of random hex making it exactly ``size`` bytes encoded
+    (uncompressed Sereal)."""
+    text = rng.randbytes(size // 2 + 64).hex()
+    length = size - len(sereal.encode({**event, "pad": ""}, compress=None))
+    for _ in range(8):
+        event = {**event, "pad": text[: max(0, length)]}
+        n = len(sereal.encode(event, compress=None))
+        if n == size:
+            return event
+        length += size - n
+    raise ValueError(f"could not size an event to {size} bytes (got {n})")

@@ -9,9 +9,10 @@
 - **two relocators** (:class:`relocator.testing.RelocatorProcess`) sharing a spool
   directory and ZooKeeper, the first with its data directory on a small tmpfs (the disk
   a fault fills);
-- **two TCP producers**, one per relocator, and a **spool writer** (``chaos_load.py``),
-  every event with a unique ``chaos_id``; each records exactly which ids were
-  acknowledged.
+- **two TCP producers with ids**, one per relocator, a small **legacy producer**
+  (without an id: at-least-once by design, its duplicates counted apart) to the second,
+  each through an ack-cutting proxy, and a **spool writer** (``chaos_load.py``), every
+  event with a unique ``chaos_id``; each records exactly which ids were acknowledged.
 
 Each daemon is a :class:`Daemon`: a watcher thread restarts it when it exits on its own
 (as systemd's ``Restart=always`` would) and records the exit with the end of its log;
@@ -32,7 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from chaos_load import AckedProducer, SpoolWriter
+from chaos_load import AckCutProxy, AckedProducer, SpoolWriter
 from chaos_system import NetNamespace, TmpfsMount, remove_stale_namespaces, system_support
 
 from companion.testing import CompanionProcess
@@ -59,6 +60,8 @@ def slow_scan(events, ctx):
     time.sleep(0.05)
     return {"events": len(events), "first": events[0].get("chaos_id") if events else None}
 '''
+#: The spool writer's first chaos_id (the producers' start at 10**12, 2 * 10**12...).
+SPOOL_FIRST_ID = 9 * 10**12
 EXAMPLES = Path(__file__).resolve().parents[1] / "substreams" / "examples"
 
 
@@ -67,7 +70,8 @@ class StackOptions:
     """What the stack runs.
 
     Attributes:
-        rate: events per second of each TCP producer.
+        rate: events per second of each TCP producer with an id.
+        legacy_rate: events per second of the producer without an id (0: none).
         spool_interval_s: seconds between two spool files (0: no spool writer).
         spool_events: events per spool file.
         dcs: the dcs events are spread over.
@@ -77,6 +81,7 @@ class StackOptions:
     """
 
     rate: float = 300.0
+    legacy_rate: float = 30.0
     spool_interval_s: float = 1.0
     spool_events: int = 100
     dcs: tuple[str, ...] = ("ams1", "lhr2")
@@ -238,7 +243,26 @@ class Stack:
         return proc
 
     def producer_of(self, relocator: Daemon) -> AckedProducer:
+        """The producer with an id that sends to ``relocator``."""
         return self.producers[self.relocators.index(relocator)]
+
+    def producer(self, name: str) -> AckedProducer:
+        for p in self.producers:
+            if p.name == name:
+                return p
+        raise ValueError(f"no producer {name}")
+
+    def id_sources(self) -> list[tuple[int, str]]:
+        """(first chaos_id, source name), ascending: an id belongs to the last source
+        whose first id is not above it."""
+        sources = [(p.first_id, p.name) for p in self.producers]
+        sources.append((SPOOL_FIRST_ID, "spool"))
+        return sorted(sources)
+
+    @property
+    def companion_state_dir(self) -> Path:
+        """The companion's state directory (``state_dir = "state"`` beside its config)."""
+        return self.root / "companion" / "state"
 
     def data_dir(self, relocator: Daemon) -> Path:
         return self.root / relocator.name / "data"
@@ -280,23 +304,28 @@ class Stack:
         spool.mkdir(parents=True)
         for i in (1, 2):
             self._start_relocator(i, spool, tmpfs=opts.tmpfs_mb if i == 1 else 0)
-        for i, relocator in enumerate(self.relocators):
-            port = self.tcp_ports[relocator.name]
+        producers = [(f"p{i + 1}", r, opts.rate, True) for i, r in enumerate(self.relocators)]
+        if opts.legacy_rate > 0:
+            producers.append(("legacy", self.relocators[1], opts.legacy_rate, False))
+        for i, (name, relocator, rate, idempotent) in enumerate(producers):
+            proxy = AckCutProxy(self.tcp_ports[relocator.name])
             self.producers.append(
                 AckedProducer(
-                    f"p{i + 1}",
-                    port,
+                    name,
+                    proxy.port,
                     opts.dcs,
                     first_id=(i + 1) * 10**12,
-                    rate=opts.rate,
+                    rate=rate,
                     seed=opts.seed * 10 + i,
+                    idempotent=idempotent,
+                    proxy=proxy,
                 ).start()
             )
         if opts.spool_interval_s > 0:
             self.spool = SpoolWriter(
                 spool,
                 opts.dcs,
-                first_id=9 * 10**12,
+                first_id=SPOOL_FIRST_ID,
                 events=opts.spool_events,
                 interval_s=opts.spool_interval_s,
             ).start()
@@ -397,6 +426,8 @@ class Stack:
     def close(self) -> None:
         """Stop everything that is still running (load, daemons); the namespace and the
         mount are removed by ``chaos_system.CLEANUP``."""
+        for p in self.producers:
+            p.halt()
         for p in self.producers:
             with contextlib.suppress(Exception):
                 p.stop(0.1)

@@ -1,13 +1,18 @@
-"""A short seeded run of the chaos campaign (``bench/chaos.py``): two faults of every kind
+"""A short seeded run of the chaos campaign (``bench/chaos.py``): one fault of every kind
 injected while events flow through the whole stack (ZooKeeper, the devnode in its own
 network namespace, a companion under gunicorn, two relocators sharing a spool, two
-acknowledged TCP producers and a spool writer), then everything read back through
-consumer_lib: nothing acknowledged is lost, no metadata entry names a missing chunk,
-every chunk has a result per matching substream, and a chunk the campaign corrupted in
-the store reads as a checksum error, never as other events.
+acknowledged TCP producers with ids and a legacy one, each behind an ack-cutting proxy,
+and a spool writer), among them an overlap (a relocator killed while the store is
+stopped while ZooKeeper restarts) and an acknowledgement swallowed after the
+relocator's fdatasync with the connection cut;
+then everything read back through consumer_lib: nothing acknowledged is lost, nothing
+of a producer with an id or of the spool is stored twice, no metadata entry names a
+missing chunk, every chunk has a result per matching substream, a spool file with an
+event no chunk holds is refused whole and kept, every fault recovered, and a chunk the
+campaign corrupted in the store reads as a checksum error, never as other events.
 
 Needs root (``ip netns``, a tmpfs mount), Java with ZooKeeper, and fails (does not skip)
-without them. About two to three minutes on two cores.
+without them. About two minutes on two cores.
 """
 
 from __future__ import annotations
@@ -37,7 +42,7 @@ def test_short_seeded_campaign_loses_nothing(tmp_path: Path) -> None:
         pytest.fail("ZooKeeper is not installed: apt-get install zookeeper default-jre-headless")
     campaign = Campaign(
         seed=12,
-        faults=2 * len(KINDS),
+        faults=len(KINDS),
         duration_s=60.0,
         stack=StackOptions(rate=200.0, tmpfs_mb=32, seed=12),
         drain_timeout_s=120.0,
@@ -49,8 +54,18 @@ def test_short_seeded_campaign_loses_nothing(tmp_path: Path) -> None:
     readback = report["readback"]
     injected = {k.split()[0] for k, v in report["faults_by_kind"].items() if v["injected"]}
     assert injected == set(KINDS), report["faults"]
+    assert report["not_recovered"] == [], report["faults"]
+    assert sum(report["run"]["ack_cuts"].values()) >= 1, report["run"]
+    # the first overlap of a plan: a relocator killed while the store is stopped while
+    # ZooKeeper restarts
+    overlap = next(f for f in report["faults"] if f["kind"] == "overlap")
+    assert {p["kind"] for p in overlap["parts"]} == {"zk_restart", "store_stop", "kill"}, overlap
     assert readback["acknowledged"] > 10_000
     assert readback["lost"] == 0, readback["lost_sample"]
+    assert readback["duplicated"] == 0, readback["duplicated_by_source"]
+    assert readback["refused"] > 0, report["faults"]
+    assert readback["refused_found"] == 0
+    assert readback["refused_not_kept"] == []
     assert readback["dangling"] == 0, readback["dangling_sample"]
     assert readback["without_result"] == 0, readback["without_result_sample"]
     # each chunk the campaign corrupted and nothing rewrote reads as a checksum error
