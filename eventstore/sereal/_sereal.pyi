@@ -36,4 +36,19 @@ def array_to_json_packed(
 def json_to_variant_packed(
     text: bytes, offsets: bytes, max_depth: int = 512
 ) -> tuple[bytes, bytes, bytes, bytes]: ...
-def project_events(events: list[Any], tree: dict[str, Any] | None) -> list[Any]: ...
+def project_events(
+    events: list[Any], tree: dict[str, Any] | None, strict: Any = None
+) -> list[Any]: ...
+def query_evaluate(
+    data: bytes,
+    pos: int,
+    end: int,
+    base: int,
+    binary: int,
+    max_depth: int,
+    max_objects: int,
+    words: bytes,
+    pool: bytes,
+    names: Any,
+    consts: Any,
+) -> list[Any] | None: ...

@@ -18,6 +18,8 @@ SrlState srl_state;
 PyObject *srl_py_project_events(PyObject *self, PyObject *args, PyObject *kwargs);
 /* tag_events.c */
 PyObject *srl_py_tag_events(PyObject *self, PyObject *args, PyObject *kwargs);
+/* query_py.c */
+PyObject *srl_py_query_evaluate(PyObject *self, PyObject *args, PyObject *kwargs);
 
 PyObject *
 srl_raise(PyObject *cls, Py_ssize_t offset, const char *fmt, ...)
@@ -203,6 +205,13 @@ static PyMethodDef methods[] = {
     {"tag_events", (PyCFunction)(void (*)(void))srl_py_tag_events, METH_VARARGS | METH_KEYWORDS,
      "tag_events(cls, slots, values, events) -> list\n\n"
      "A new cls per event, its slot descriptors set to values and the event (last)."},
+    {"query_evaluate", (PyCFunction)(void (*)(void))srl_py_query_evaluate,
+     METH_VARARGS | METH_KEYWORDS,
+     "query_evaluate(data, pos, end, base, binary, max_depth, max_objects, words, pool, names,"
+     " consts) -> list | None\n\n"
+     "Every plan of a query program (substreams/query/native.py) over an array body in one\n"
+     "walk: each plan's rows (None: over its max_result_bytes), or None where the reference\n"
+     "evaluator must answer."},
     {NULL, NULL, 0, NULL},
 };
 
