@@ -1,6 +1,12 @@
-"""The client-side fallback's run: plugins on one chunk, in the companion's sandbox.
+"""The client-side fallback's run: plugins on one chunk, in the companion's sandbox
+(a query plugin: in the caller, natively).
 
-Two ways, the same sandbox and the same results: :func:`run_served` (the default of
+Three ways, the same results. A query plugin (``Substream.plan`` set) is data, not
+code: :func:`run_native` evaluates it here, in the caller's process, on the chunk's
+verified stored bytes (one walk of the compiled core, the reference evaluator where
+the walk does not take the chunk: :mod:`substreams.query.run`), without the fork
+server or a child, and gives the record the child would have packed. A function
+plugin runs in the sandbox, two ways: :func:`run_served` (the default of
 ``EventsClient`` and the Spark source) hands the chunk's verified stored bytes to the
 client's fork server (:mod:`consumer_lib.forkserver`), a small process that forks the
 per-chunk child, which decodes the chunk and runs the plugins; :func:`run_fallback`
@@ -61,13 +67,22 @@ from eventstore.blob import DecodeLimits
 from eventstore.errors import EventStoreError
 from eventstore.names import ChunkKey
 from substreams.api import Context, Event, Substream
+from substreams.forkserver_process import UndecodableChunk
 from substreams.harness import DEFAULT_CAP, run_projected
+from substreams.query.run import run_queries
 from substreams.results import Status, read_result
 from substreams.sandbox import Limits, Outcome
 
 log = logging.getLogger(__name__)
 
-__all__ = ["DEFAULT_CAP", "FallbackRun", "UndecodedChunk", "run_fallback", "run_served"]
+__all__ = [
+    "DEFAULT_CAP",
+    "FallbackRun",
+    "UndecodedChunk",
+    "run_fallback",
+    "run_native",
+    "run_served",
+]
 
 
 class UndecodedChunk(ConsumerError):
@@ -181,6 +196,38 @@ def run_served(
         error = f"sandbox: decoding the chunk: {decode.error or decode.kind}"
         return [FallbackRun(p.name, "error", error=error, wall_s=decode.wall_s) for p in plugins]
     return [_run_of(p, o, key) for p, o in zip(plugins, reply.outcomes, strict=True)]
+
+
+def run_native(
+    plugins: Sequence[Substream],
+    value: bytes,
+    key: ChunkKey,
+    decode_limits: DecodeLimits,
+    *,
+    cap: Limits | None = DEFAULT_CAP,
+) -> list[FallbackRun]:
+    """Run query plugins on one stored chunk here, natively: no fork server, no child.
+
+    Args:
+        plugins: query plugins (``plan`` set), each reading ``key``'s type/subtype.
+        value, key, decode_limits, cap: as :func:`run_served` (of the limits, only
+            ``max_result_bytes`` applies: a plan cannot loop nor allocate beyond its
+            rows).
+
+    Returns:
+        One run per plugin, in order; the result the sandboxed child's record gives.
+
+    Raises:
+        UndecodedChunk: the chunk's bytes do not verify or decode within the limits.
+    """
+    jobs = [(p, Limits.of(p, cap)) for p in plugins]
+    try:
+        outcomes = run_queries(jobs, value, key.format(), decode_limits)
+    except UndecodableChunk as e:
+        raise UndecodedChunk(
+            f"chunk does not decode: {e}", epoch=key.epoch, dc=key.dc, key=key.format()
+        ) from e
+    return [_run_of(p, o, key) for p, o in zip(plugins, outcomes, strict=True)]
 
 
 def _run_of(plugin: Substream, outcome: Outcome, key: ChunkKey) -> FallbackRun:

@@ -22,7 +22,9 @@ declared types/subtypes, and the caller's filter)::
               child as the companion stores it and decoded here as a server result is;
               with a fork server (the client's), the verified bytes go to it and its
               child decodes them; else the chunk is decoded here and the child forked
-              from this process;
+              from this process; a query plugin (``plan`` set) is evaluated here
+              instead, on the verified bytes, with no child (``run_native``: a plan
+              cannot run code), giving the record the child would;
                   ok                           -> served "fallback"
                   timeout | killed | error     -> "gap", ``fallback_status`` and
                                                   ``error`` say why
@@ -63,6 +65,7 @@ from consumer_lib.fallback import (
     FallbackRun,
     UndecodedChunk,
     run_fallback,
+    run_native,
     run_served,
 )
 from consumer_lib.forkserver import ForkServer
@@ -247,7 +250,17 @@ class SubstreamReader:
     def _run_chunk(self, plugin: Substream, key: ChunkKey) -> tuple[int, FallbackRun]:
         """Read the chunk and run the plugin on it; returns (stored size, run)."""
         server = self.server
-        if server is not None and server.can_run(plugin):
+        if plugin.plan is not None:  # a query: evaluated here, no child (run_native)
+            blob = self.store.chunk_blob(key)
+            try:
+                (run,) = run_native(
+                    [plugin], blob.value, key, self.store.decode_limits, cap=self.cap
+                )
+                return blob.size_bytes, run
+            except UndecodedChunk as e:
+                # The store's own error (ChunkUnreadable...) from decoding it here.
+                log.warning("consumer: key=%s: %s; reading it here", key, e.message)
+        elif server is not None and server.can_run(plugin):
             blob = self.store.chunk_blob(key)
             try:
                 (run,) = run_served(

@@ -3,8 +3,10 @@
 The file is loaded as the companion loads it (first imported in a time-limited child);
 each chunk is verified and decoded once; every substream of the file that reads the
 chunk's type/subtype runs in the same sandbox with the same limits (the plugin's
-declaration lowered to the companion's default caps) on the same events: each narrowed
-to the fields the substream declares (:func:`run_projected`, the rule of
+declaration lowered to the companion's default caps) on the same events (a query
+plugin: here, natively, on the stored bytes, as the consumer's fallback runs it; no
+child: :mod:`substreams.query.run`): each narrowed to the fields the substream declares
+(:func:`run_projected`, the rule of
 ``eventstore/sereal/projection.py``); the report gives, per run, the verdict, the fields
 used, wall and CPU time, peak RSS of the child, result size and the result itself. A run
 reading a field it did not declare fails with ``UndeclaredField`` naming it and the
@@ -25,12 +27,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from eventstore.blob import unpack_blob
+from eventstore.blob import DecodeLimits, unpack_blob
 from eventstore.names import DEFAULT_NAMESPACES, ChunkKey, MetadataKey, Namespaces, parse_metadata
 from eventstore.riak import NotFound, RiakClient
 from eventstore.sereal.projection import Tree, compile_fields, project_events
 from substreams.api import Context, Event, Substream
+from substreams.forkserver_process import UndecodableChunk
 from substreams.loader import load_file
+from substreams.query.run import run_queries
 from substreams.results import read_result
 from substreams.sandbox import (
     Isolation,
@@ -232,14 +236,41 @@ def run_plugin_file(
         events = unpack_blob(blob, key=key.format(), fields=fields)
         if not isinstance(events, list):
             raise ValueError(f"{key}: the blob holds a {type(events).__name__}, not events")
-        outcomes = run_projected(
-            chosen, events, Context.of(key), cap=cap, decoded_with=compile_fields(fields)
-        )
+        outcomes = _run_chunk(chosen, blob, events, key=key, cap=cap, fields=fields)
         for sub, outcome in zip(chosen, outcomes, strict=True):
             value = stored_value(sub, outcome)
             record = read_result(value, key=key.format())
             runs.append(HarnessRun(sub, key, len(events), outcome, len(value), record.result))
     return runs
+
+
+def _run_chunk(
+    chosen: Sequence[Substream],
+    blob: bytes,
+    events: list[Event],
+    *,
+    key: ChunkKey,
+    cap: Limits,
+    fields: list[str] | None,
+) -> list[Outcome]:
+    """Each substream's outcome on one chunk: a query plugin's here, natively, on the
+    stored bytes (:func:`substreams.query.run.run_queries`: a plan cannot run code, so
+    no child), the others' in the sandbox on the decoded events."""
+    queries = [s for s in chosen if s.plan is not None]
+    functions = [s for s in chosen if s.plan is None]
+    ran: dict[int, Outcome] = {}
+    try:
+        jobs = [(s, Limits.of(s, cap)) for s in queries]
+        native = run_queries(jobs, blob, key.format(), DecodeLimits())
+    except UndecodableChunk as e:  # over the companion's decode limits: what it stores
+        native = [Outcome(s.name, "unreadable", error=str(e)) for s in queries]
+    ran.update(zip(map(id, queries), native, strict=True))
+    if functions:
+        sandboxed = run_projected(
+            functions, events, Context.of(key), cap=cap, decoded_with=compile_fields(fields)
+        )
+        ran.update(zip(map(id, functions), sandboxed, strict=True))
+    return [ran[id(s)] for s in chosen]
 
 
 def result_shape(result: Any) -> str:

@@ -1,0 +1,170 @@
+"""Query plugins run in the caller's process: no fork, no child, no sandbox.
+
+    outcomes = run_queries([(sub, Limits.of(sub, cap)), ...], blob, key, decode_limits)
+    value = stored_value(sub, outcome)          # byte for byte the child's record
+
+A query plugin (``Substream.plan`` set) is data, not code: its plan names paths,
+literals and a closed set of operators, so evaluating it needs none of the sandbox's
+protection. :func:`run_queries` evaluates every query plugin of one chunk in one walk
+of its stored bytes (:func:`substreams.query.native.evaluate_body`; one
+:func:`~substreams.query.native.compile_program` per set of plans and caps, cached),
+and where the walk does not take the chunk or a plan, the reference evaluator over the
+chunk decoded as the child decodes it (:func:`substreams.forkserver_process.decode_chunk`,
+the union of the plans' fields). Each plugin gets the :class:`~substreams.sandbox.Outcome`
+its child run would give: ``ok`` with the packed result (``results.ok_value``), or
+``too_large`` with the child's message when the packed result is over the run's
+``max_result_bytes``; so ``stored_value`` gives the same record either way.
+
+What differs from the child's road, by design: no deadline, memory limit or CPU limit
+applies (a plan cannot loop or allocate beyond its output: the walk is bounded by the
+chunk's size and the decode limits, the rows by ``max_result_bytes``), so a chunk whose
+Python evaluation would outlive ``timeout_s`` in a child gets its result here; the time
+of the one walk is shared evenly by the plugins it served (``wall_s``, ``cpu_s``: this
+thread's CPU time), and ``max_rss_kb`` is 0.
+
+The plan evaluated is the plugin's plan rebuilt from its serialised form
+(``plan.to_dict``/``from_dict``), so only the plan's data reaches the evaluators, never
+an object of the plugin's module.
+
+Failure semantics: a chunk that does not verify or decode within the decode limits
+raises :class:`~substreams.forkserver_process.UndecodableChunk` (its message starts
+``chunk_unreadable:`` or ``too_large:``, what the child's road stores); nothing else a
+chunk holds raises.
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+from collections.abc import Sequence
+
+from eventstore.blob import DecodeLimits, verify_postfix
+from eventstore.errors import EventStoreError
+from eventstore.sereal import compression
+from eventstore.sereal.document import DEFAULT_MAX_DEPTH, read_layout
+from eventstore.sereal.projection import compile_fields
+from substreams.api import Substream
+from substreams.forkserver_process import decode_chunk
+from substreams.protocol import Limits
+from substreams.query.evaluate import Rows, evaluate
+from substreams.query.native import Program, compile_program, evaluate_body
+from substreams.query.plan import Plan, from_dict, to_dict
+from substreams.results import ok_value
+from substreams.sandbox import Outcome
+
+__all__ = ["is_query", "program_for", "run_queries"]
+
+
+def is_query(sub: Substream) -> bool:
+    """Whether ``sub`` is a query plugin, run by :func:`run_queries` (not in a child)."""
+    return sub.plan is not None
+
+
+@functools.lru_cache(maxsize=64)
+def program_for(plans: tuple[Plan, ...], caps: tuple[int, ...]) -> Program:
+    """The program of a set of plans and their result caps, compiled once (a plugin's
+    version fixes its plan: the key holds the plans themselves)."""
+    return compile_program(plans, max_result_bytes=caps)
+
+
+def _data_only(plan: Plan) -> Plan:
+    return from_dict(to_dict(plan))
+
+
+def run_queries(
+    jobs: Sequence[tuple[Substream, Limits]],
+    blob: bytes,
+    key: str,
+    decode_limits: DecodeLimits,
+) -> list[Outcome]:
+    """Every query plugin of ``jobs`` on one stored chunk, in one walk.
+
+    Args:
+        jobs: query plugins (:func:`is_query`), each with the limits its child run
+            would have (only ``max_result_bytes`` applies here).
+        blob: the chunk as stored (Sereal document and checksum postfix).
+        key: the chunk's key, for messages.
+        decode_limits: what the chunk may decode to (the child's road's).
+
+    Returns:
+        One outcome per job, in order.
+
+    Raises:
+        UndecodableChunk: the chunk does not verify or decode within ``decode_limits``.
+        ValueError: a job is not a query plugin.
+    """
+    if not jobs:
+        return []
+    for sub, _ in jobs:
+        if sub.plan is None:
+            raise ValueError(f"substream {sub.name!r} is a function plugin, not a query")
+    started, cpu_started = time.monotonic(), time.thread_time()
+    plans = tuple(_data_only(sub.plan) for sub, _ in jobs if sub.plan is not None)
+    caps = tuple(lim.max_result_bytes for _, lim in jobs)
+    program = program_for(plans, caps)
+    results: list[Rows | None] = [None] * len(plans)
+    walked = _walk(program, blob, key, decode_limits)
+    if walked is not None:
+        for index, rows in zip(program.native, walked, strict=True):
+            results[index] = rows
+    missing = [i for i, rows in enumerate(results) if rows is None]
+    if missing:
+        fields: list[str] = []
+        for i in missing:
+            fields += plans[i].fields
+        events = decode_chunk(key, blob, decode_limits, compile_fields(fields))
+        for i in missing:
+            results[i] = evaluate(plans[i], events)
+    wall_s = (time.monotonic() - started) / len(jobs)
+    cpu_s = (time.thread_time() - cpu_started) / len(jobs)
+    outcomes = []
+    for (sub, limits), rows in zip(jobs, results, strict=True):
+        outcome = _outcome(sub, limits, rows)
+        outcome.wall_s, outcome.cpu_s = wall_s, cpu_s
+        outcomes.append(outcome)
+    return outcomes
+
+
+def _walk(
+    program: Program, blob: bytes, key: str, limits: DecodeLimits
+) -> list[Rows | None] | None:
+    """The compiled walk over the stored chunk, or None where it does not take it
+    (then the reference decodes the chunk, and raises what the child's decode raises)."""
+    if not program.native:
+        return None
+    try:
+        document = bytes(verify_postfix(blob, key))
+        cap = limits.check(document, len(blob), key)
+        layout = read_layout(document)
+        buf, pos, base = compression.open_body(
+            document, layout.protocol, layout.doc_type, layout.body_offset, cap
+        )
+    except EventStoreError:
+        return None
+    return evaluate_body(
+        program,
+        buf,
+        pos,
+        len(buf),
+        base,
+        binary=0,  # the utf8 mode: the child's decode
+        max_depth=DEFAULT_MAX_DEPTH,
+        max_objects=limits.max_decoded_objects,
+    )
+
+
+def _outcome(sub: Substream, limits: Limits, rows: Rows | None) -> Outcome:
+    """The outcome the child would report for ``rows`` (``child._run_job``)."""
+    try:
+        payload = ok_value(sub.name, sub.version, rows if rows is not None else [])
+    except MemoryError:
+        raise
+    except Exception as e:  # rows hold only codec values; kept as the child's kind
+        text = f"result is not Sereal-encodable: {e}"
+        return Outcome(sub.name, "unencodable", text.encode(), error=f"unencodable: {text}")
+    if len(payload) > limits.max_result_bytes:
+        text = (
+            f"result of {len(payload)} bytes is over the limit of {limits.max_result_bytes} bytes"
+        )
+        return Outcome(sub.name, "too_large", text.encode(), error=f"too_large: {text}")
+    return Outcome(sub.name, "ok", payload)

@@ -1,0 +1,181 @@
+"""Query plugins run natively, in the caller (issue 23 item 3): the consumer's fallback
+and ``substream test`` evaluate a query plugin on the chunk's stored bytes in their own
+process (``substreams/query/run.py``), with no fork server and no child, and give byte
+for byte the stored record the sandboxed child gives (status, version, result, and
+``too_large`` over ``max_result_bytes``), also where the compiled walk leaves the chunk
+to the reference evaluator."""
+
+from __future__ import annotations
+
+import os
+import textwrap
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from prometheus_client import REGISTRY
+
+from consumer_lib import EventsClient
+from consumer_lib.fallback import UndecodedChunk, run_native
+from consumer_lib.forkserver import ForkServer
+from consumer_lib.substream import SubstreamReader
+from eventstore.blob import DecodeLimits, pack_blob
+from eventstore.names import ChunkKey
+from eventstore.riak import RiakClient
+from eventstore.testing import write_epoch
+from relocator.events import generate_events
+from substreams.api import Substream
+from substreams.harness import DEFAULT_CAP, chunks_from_blob, run_plugin_file
+from substreams.loader import load_file
+from substreams.query.run import run_queries
+from substreams.results import read_result
+from substreams.sandbox import Limits, Outcome, stored_value
+
+EXAMPLES = Path(__file__).parents[3] / "substreams" / "examples"
+E0 = 1_700_002_000
+KEY = ChunkKey(E0, "dc1", "web", "app", 0)
+
+#: A SELECT of a container (left to the reference), and a SELECT with a small cap.
+EXTRA = textwrap.dedent("""
+    from substreams.query import query
+
+    searches_q = query(name="searches_q", types=["web"],
+                       sql='SELECT search, url FROM events WHERE status >= 400')
+    small_q = query(name="small_q", types=["web"], max_result_bytes=2048,
+                    sql="SELECT url, status FROM events")
+""")
+
+
+def _web(n: int, seed: int) -> list[dict[str, Any]]:
+    return [e for e in generate_events(n, seed=seed) if e["type"] == "web"]
+
+
+@pytest.fixture(scope="module")
+def plugins(tmp_path_factory: pytest.TempPathFactory) -> list[Substream]:
+    extra = tmp_path_factory.mktemp("plugins") / "extra_q.py"
+    extra.write_text(EXTRA)
+    subs = [s for name in ("web_5xx_q", "url_latency_q", "event_counts_q")
+            for s in load_file(EXAMPLES / f"{name}.py")]  # fmt: skip
+    return subs + load_file(extra)
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[ForkServer]:
+    s = ForkServer()
+    yield s
+    s.close()
+
+
+class Forks:
+    """Every os.fork() of this process while counting (a real count, not a mock)."""
+
+    counting = False
+    seen = 0
+
+    @classmethod
+    def before(cls) -> None:
+        if cls.counting:
+            cls.seen += 1
+
+
+os.register_at_fork(before=Forks.before)
+
+
+def _child_road(server: ForkServer, subs: list[Substream], blob: bytes) -> list[Outcome]:
+    reply = server.run([(s, Limits.of(s, DEFAULT_CAP)) for s in subs], blob, KEY, DecodeLimits())
+    assert reply.decode.ok, reply.decode.error
+    return reply.outcomes
+
+
+@pytest.mark.parametrize(
+    "blob",
+    [
+        pytest.param(pack_blob(_web(3000, 23)), id="zstd"),
+        pytest.param(pack_blob(_web(300, 24), compress=None), id="raw"),
+        pytest.param(pack_blob([]), id="empty"),
+    ],
+)
+def test_stored_records_are_byte_identical_to_the_childs(
+    plugins: list[Substream], server: ForkServer, blob: bytes
+) -> None:
+    jobs = [(s, Limits.of(s, DEFAULT_CAP)) for s in plugins]
+    Forks.counting, Forks.seen = True, 0
+    try:
+        native = run_queries(jobs, blob, KEY.format(), DecodeLimits())
+    finally:
+        Forks.counting = False
+    assert Forks.seen == 0
+    child = _child_road(server, plugins, blob)
+    for sub, mine, theirs in zip(plugins, native, child, strict=True):
+        assert (mine.kind, mine.error) == (theirs.kind, theirs.error), sub.name
+        assert stored_value(sub, mine) == stored_value(sub, theirs), sub.name
+        assert mine.max_rss_kb == 0  # never a child
+    kinds = {s.name: o.kind for s, o in zip(plugins, native, strict=True)}
+    if len(blob) > 10_000:  # the big chunk: the small SELECT is over its cap
+        assert kinds["small_q"] == "too_large"
+        assert sum(k == "ok" for k in kinds.values()) == len(plugins) - 1
+        assert read_result(stored_value(plugins[0], native[0])).result, "5xx rows"
+
+
+def test_a_chunk_that_does_not_verify_is_refused_as_the_childs_decode_refuses_it(
+    plugins: list[Substream],
+) -> None:
+    blob = bytearray(pack_blob(_web(200, 25)))
+    blob[40] ^= 0xFF
+    with pytest.raises(UndecodedChunk, match=r"chunk_unreadable: .* postfix says"):
+        run_native(plugins[:1], bytes(blob), KEY, DecodeLimits())
+
+
+def _started() -> float:
+    return REGISTRY.get_sample_value("consumer_fallback_server_starts_total") or 0.0
+
+
+def test_the_fallback_reads_a_query_without_forking(
+    plugins: list[Substream], server: ForkServer, riak: RiakClient, dc: str, tmp_path: Path
+) -> None:
+    """Through a real devnode: the reader's fallback of a query plugin gives the child
+    road's result, and forks nothing (the client's fork server never starts)."""
+    keys = write_epoch([riak], E0, dc, {("web", "app"): [_web(1500, 26), _web(1500, 27)]})
+    with EventsClient(riak.nodes.nodes, plugin_dirs=[tmp_path], use_entry_points=False) as client:
+        before = _started()
+        Forks.counting, Forks.seen = True, 0
+        try:
+            got = {
+                (sub.name, key): SubstreamReader(
+                    client.store, sub.name, sub, fallback="always", server=client.fallback_server
+                ).resolve(key)
+                for sub in plugins
+                for key in keys
+            }
+        finally:
+            Forks.counting = False
+        assert (Forks.seen, _started() - before) == (0, 0)
+        for key in keys:
+            blob = client.store.chunk_blob(key).value
+            reply = server.run(
+                [(s, Limits.of(s, DEFAULT_CAP)) for s in plugins], blob, key, DecodeLimits()
+            )
+            for sub, theirs in zip(plugins, reply.outcomes, strict=True):
+                mine = got[sub.name, key]
+                assert mine.version == sub.version
+                if theirs.ok:
+                    assert (mine.served, mine.fallback_status) == ("fallback", "ok")
+                    assert mine.result == read_result(theirs.payload).result, sub.name
+                else:
+                    assert (mine.served, mine.fallback_status) == ("gap", theirs.status)
+                    assert mine.error == f"fallback {theirs.status}: {theirs.error}", sub.name
+
+
+def test_substream_test_runs_a_query_natively(
+    plugins: list[Substream], server: ForkServer, tmp_path: Path
+) -> None:
+    path = tmp_path / "chunk.blob"
+    blob = pack_blob(_web(3000, 28))
+    path.write_bytes(blob)
+    runs = run_plugin_file(EXAMPLES / "url_latency_q.py", chunks_from_blob(path, KEY))
+    (child,) = _child_road(server, [runs[0].substream], blob)
+    assert [r.substream.name for r in runs] == ["url_latency_q"]
+    assert runs[0].outcome.ok and runs[0].outcome.max_rss_kb == 0  # no child ran it
+    assert stored_value(runs[0].substream, runs[0].outcome) == child.payload
+    assert runs[0].result == read_result(child.payload).result
