@@ -53,6 +53,7 @@ class Chunk:
     laps: Laps
     written: set[str] = field(default_factory=set)
     subs: list[Substream] = field(default_factory=list)
+    queries: list[Substream] = field(default_factory=list)  # run natively (queries.py)
     skipped: list[Write] = field(default_factory=list)
     waits: list[LaneItem] = field(default_factory=list)
     blob: bytes = b""

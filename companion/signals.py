@@ -48,9 +48,11 @@ class EngineSignals:
     - ``chunk_shed(key, substreams, reason)``: a chunk was not processed.
     - ``chunk_unreadable(key, error)``.
     - ``chunk_processed(key, runs, stages, stages_cpu)``: every matching substream ran
-      and was stored; ``stages``: wall seconds in wait, fetch, decode, sandbox, free,
-      store; ``stages_cpu``: CPU seconds of the worker in fetch, decode, sandbox (fork,
-      wait, reap), free, store (the writer threads), and the plugins' own (children).
+      and was stored; ``stages``: wall seconds in wait, fetch, decode, sandbox, queries
+      (the query plugins' walk, companion/queries.py), free, store; ``stages_cpu``: CPU
+      seconds of the worker in fetch, decode, sandbox (fork, wait, reap), queries (beyond
+      the walk), free, store (the writer threads), and the plugins' own (children, and
+      the query walks).
     - ``result_stored(substream, key, status)`` / ``result_not_stored(substream, key, error)``.
     - ``chunk_failed(key, substreams, error)``: processing failed inside the companion
       (sandbox unavailable, a bug, out of memory); ``substreams`` get an error result.

@@ -31,6 +31,9 @@ Algorithm::
             each run sees the events narrowed to its own substream's fields
             no pipe or fork (SandboxUnavailable): the runs not ended get "error: sandbox: ..."
             not decodable in the child: "unreadable" outcomes, result "error: chunk_unreadable: ..."
+        query plugins (Substream.plan set): never in a child nor a lane; run here, natively,
+            in one walk of the blob for all of them (queries.py), stored and counted as
+            the child's runs; a chunk with only queries forks nothing
         PUT substreams/<name>/<key> = ok value or marked failure, all at once (writer.py)
         count consecutive failures node-wide; disable at disable_after
         anything else raised on the way: every result not yet written (nor handed to a
@@ -75,6 +78,7 @@ from companion.errors import InputChunkUnreadable
 from companion.forkserver import ChunkServer
 from companion.inbox import Inbox, InboxItem
 from companion.quarantine import LaneItem, Quarantine
+from companion.queries import run_native, split_queries
 from companion.settings import CompanionSettings
 from companion.shedding import Shedder, disabled_value, shed_value
 from companion.signals import EngineSignals
@@ -419,6 +423,7 @@ class Engine:
         for chunk in running:
             if not chunk.finished:
                 try:
+                    run_native(chunk, self.settings)
                     started.append((chunk, self._store(chunk)))
                 except Exception as e:
                     self._failed(chunk, e)
@@ -471,8 +476,10 @@ class Engine:
             chunk.finished = True
             return
         laps.lap("decode")
+        # Query plugins run natively, after the shared runs: no child, no lane.
+        chunk.queries, functions = split_queries(chunk.subs)
         chunk.subs, chunk.waits, refused = self._hand_off(
-            key, chunk.subs, chunk.source, lane, chunk.written
+            key, functions, chunk.source, lane, chunk.written
         )
         chunk.skipped += refused
 
@@ -524,7 +531,8 @@ class Engine:
         # The children's CPU outside their runs and load: fork faults, setup, exit.
         laps.cpu["children"] = chunk.children_cpu_s
         if chunk.children_cpu_s < 0:  # not shared by a batch: this chunk's own
-            own = sum(o.child_cpu_s - o.load_cpu_s for _, o in done) - laps.cpu["plugins"]
+            children = [o for sub, o in done if sub.plan is None]  # a query has no child
+            own = sum(o.child_cpu_s - o.load_cpu_s - o.cpu_s for o in children)
             laps.cpu["children"] = max(0.0, own)
         chunk.finished = True
         self.signals.chunk_processed.send(
