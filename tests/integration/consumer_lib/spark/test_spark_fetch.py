@@ -62,7 +62,10 @@ def http_node() -> Iterator[Callable[[Answer], str]]:
             served = 0  # requests answered on this connection
 
             def do_GET(self) -> None:
-                status, body, close = answer(self.served, unquote(self.path.rsplit("/", 1)[1]))
+                path, _, query = self.path.partition("?")
+                # Every GET asks for a quorum's "not found" (CONFIRMED_ABSENCE), pipelined or not.
+                assert query == "notfound_ok=false&basic_quorum=true", self.path
+                status, body, close = answer(self.served, unquote(path.rsplit("/", 1)[1]))
                 self.served += 1
                 self.send_response(status)
                 self.send_header("Content-Length", str(len(body)))
