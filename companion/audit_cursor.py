@@ -101,34 +101,49 @@ class CursorFile:
         self.lost = False
 
     def load(self) -> dict[str, DcCursor]:
-        """The stored cursors; ``{}`` when there is no file yet, or when it is corrupt
-        (then moved aside to ``<file>.corrupt`` and logged at ERROR with the reason, and
-        :attr:`lost` set: the cursors it held, and what they had not confirmed, are gone)."""
+        """The stored cursors; ``{}`` when there is no file yet.
+
+        A file that cannot be read or parsed (bad JSON, wrong fields, not UTF-8) is moved
+        aside to ``<file>.corrupt`` and logged at ERROR with the reason; the previous
+        good file (``<file>.prev``, the cursors before the last save: older, so nothing
+        is skipped, a few epochs are visited again) stands in for it. When that one is
+        gone or bad too, ``{}`` and :attr:`lost` set: what the cursors had not confirmed
+        is gone, and the auditor starts from its horizon."""
         self.lost = False
+        prev = self.path.with_name(self.path.name + ".prev")
+        if not self.path.exists() and not prev.exists():
+            return {}  # a new node
+        found = self._read(self.path)
+        if found is not None:
+            return found
+        older = self._read(prev)
+        if older is not None:
+            log.error("auditor: using the previous cursor file %s", prev)
+            return older
+        self.lost = True
+        log.error("auditor: no readable cursor file in %s, starting from the horizon", prev.parent)
+        return {}
+
+    def _read(self, path: Path) -> dict[str, DcCursor] | None:
+        """The cursors of ``path``; None when it is absent, unreadable or corrupt (then
+        moved aside to ``<name>.corrupt``, with one ERROR naming it and why)."""
         try:
-            data = self.path.read_bytes()
+            data = path.read_bytes()
         except FileNotFoundError:
-            return {}
+            return None
         except OSError as e:
-            log.error("auditor: cursor file %s unreadable, starting afresh: %s", self.path, e)
-            self.lost = True
-            return {}
+            log.error("auditor: cursor file %s unreadable: %s", path, e)
+            return None
         try:
             # Not UTF-8 is corrupt like bad JSON (UnicodeDecodeError is a ValueError); it
             # used to escape and end the companion at every start.
             return parse_cursors(data.decode())
         except ValueError as e:
-            self.lost = True
-            aside = self.path.with_name(self.path.name + ".corrupt")
+            aside = path.with_name(path.name + ".corrupt")
             with contextlib.suppress(OSError):
-                self.path.replace(aside)
-            log.error(
-                "auditor: cursor file %s is corrupt (%s); moved to %s, starting afresh",
-                self.path,
-                e,
-                aside,
-            )
-            return {}
+                path.replace(aside)
+            log.error("auditor: cursor file %s is corrupt (%s); moved to %s", path, e, aside)
+            return None
 
     def save(self, cursors: dict[str, DcCursor]) -> None:
         """Replace the file atomically with ``cursors``.
@@ -148,6 +163,10 @@ class CursorFile:
             json.dump(body, f)
             f.flush()
             os.fsync(f.fileno())
+        # The file saved before becomes the previous one (load falls back to it when
+        # this one is damaged); a crash between the two renames leaves only that one.
+        with contextlib.suppress(FileNotFoundError):
+            self.path.replace(self.path.with_name(self.path.name + ".prev"))
         tmp.replace(self.path)
         fd = os.open(directory, os.O_RDONLY)
         try:

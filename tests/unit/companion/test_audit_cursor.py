@@ -44,10 +44,31 @@ def test_a_corrupt_file_is_moved_aside_with_one_error_naming_it(
     path = tmp_path / CURSOR_FILE
     path.parent.mkdir()
     path.write_text(text)
+    cursors = CursorFile(tmp_path)
     with caplog.at_level(logging.ERROR, logger="companion.audit_cursor"):
-        assert CursorFile(tmp_path).load() == {}
-    [record] = caplog.records
-    assert str(path) in record.getMessage() and reason in record.getMessage()
+        assert cursors.load() == {}
+    corrupt, horizon = caplog.records
+    assert str(path) in corrupt.getMessage() and reason in corrupt.getMessage()
+    assert "starting from the horizon" in horizon.getMessage()
+    assert cursors.lost  # no previous file: what it had not confirmed is gone
     assert not path.exists()
     assert path.with_name("cursors.json.corrupt").read_text() == text
     assert read_audit_status(tmp_path, settled=1000) == {}
+
+
+def test_a_corrupt_file_gives_way_to_the_previous_one(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Restarting from the horizon after every corrupt file re-audits hours of epochs (a
+    # chaos campaign's results lagged minutes behind); the file saved before is older,
+    # so nothing is skipped and only the epochs since are visited again.
+    older, newer = {"dc1": DcCursor(1000, [990])}, {"dc1": DcCursor(1010)}
+    cursors = CursorFile(tmp_path)
+    cursors.save(older)
+    cursors.save(newer)
+    path = tmp_path / CURSOR_FILE
+    path.write_bytes(b"\xa1 not a cursor file")
+    with caplog.at_level(logging.ERROR, logger="companion.audit_cursor"):
+        assert cursors.load() == older
+    assert not cursors.lost
+    assert "using the previous cursor file" in caplog.records[-1].getMessage()
