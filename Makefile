@@ -3,7 +3,14 @@
 #   make test   install what is missing (apt packages, virtualenv, the package with its
 #               compiled extension, dev tools), then lint, type-check and run every test
 #   make lint   ruff + mypy only
+#   make unit   the unit tests only (tests/unit: no process, no fork, no external program)
+#   make check  before a commit: lint, the unit tests and the contract suite (one devnode
+#               on loopback), on the virtualenv as it is: no network, no containers
 #   make bench  every benchmark in bench/ in a short mode, one table (bench/report.py)
+#
+# A test's lane is its folder (tests/unit, tests/integration, tests/contract, tests/e2e,
+# tests/interop, tests/fuzz, tests/perf): tests/conftest.py gives it the marker of that
+# name, and fails a unit test that starts a process.
 
 PYTHON ?= python3
 VENV   ?= .venv
@@ -28,7 +35,7 @@ APT_PACKAGES := libsereal-encoder-perl libsereal-decoder-perl libjson-pp-perl er
 	zookeeper default-jre-headless chromium systemd iproute2 \
 	podman runc netavark aardvark-dns iptables debootstrap prometheus valgrind
 
-.PHONY: run test lint unit bench system-deps preflight venv testdata clean
+.PHONY: run test lint unit check bench system-deps preflight venv testdata clean
 
 # The main job on the embedded default (the devnode): scripts/main_job.py says what it does.
 run: venv
@@ -48,6 +55,14 @@ lint: venv
 
 unit: venv
 	$(BIN)/pytest -m unit
+
+# Nothing is installed here (make test or make venv does that once): an offline lane.
+check:
+	@test -x $(BIN)/pytest || { echo "no virtualenv in $(VENV): run make test once"; exit 2; }
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
+	$(BIN)/pytest -q tests/unit tests/contract
 
 bench: venv
 	$(BIN)/python bench/report.py

@@ -1,4 +1,12 @@
-"""Shared pytest options and server fixtures.
+"""Shared pytest options, the lanes, and server fixtures.
+
+A test's lane is the folder it sits in (``tests/unit`` -> the ``unit`` marker, and so for
+integration, contract, e2e, interop, fuzz and perf): :func:`pytest_collection_modifyitems`
+marks each item, so no module writes its own lane marker. A unit test may not start a
+process: ``subprocess``, ``os.fork`` and the other ways to one raise
+:class:`ProcessInUnitTest` while it runs (set-up and teardown included), so a test that
+needs a child, a server or an external program belongs in ``tests/integration`` (or
+``tests/interop`` for Perl).
 
 ``--riak-url=http://host:8098`` points the store contract suite (``tests/contract``) at
 a real Riak (or any devnode already running); without it, one devnode subprocess is
@@ -8,9 +16,13 @@ health and print the server's log when a test using them fails.
 
 from __future__ import annotations
 
+import _posixsubprocess
+import os
+import subprocess
 import uuid
-from collections.abc import Generator, Iterator
+from collections.abc import Callable, Generator, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -25,6 +37,51 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=None,
         help="run the store contract suite against this Riak HTTP URL instead of a devnode",
     )
+
+
+TESTS = Path(__file__).resolve().parent
+#: The lanes, each the name of a folder of tests/ and of the marker its tests get.
+LANES = ("unit", "integration", "contract", "e2e", "interop", "fuzz", "perf")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    # Before -m selects: each test is in the lane of the folder it sits in.
+    for item in items:
+        parts = item.path.resolve().relative_to(TESTS).parts
+        if len(parts) < 2 or parts[0] not in LANES:
+            raise pytest.UsageError(
+                f"{item.nodeid}: a test module sits in a folder of its lane, one of "
+                f"tests/{{{','.join(LANES)}}}"
+            )
+        item.add_marker(parts[0])
+
+
+class ProcessInUnitTest(AssertionError):
+    """A unit test tried to start a process (a subprocess, a fork, an external program)."""
+
+
+def _refuse(what: str) -> Callable[..., Any]:
+    def refuse(*args: Any, **kwargs: Any) -> Any:
+        raise ProcessInUnitTest(
+            f"a unit test may not start a process ({what}): move it to tests/integration"
+            " (or tests/interop for Perl)"
+        )
+
+    return refuse
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    # Unit tests run with every way to a new process refused.
+    if item.get_closest_marker("unit") is None:
+        return (yield)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(subprocess.Popen, "__init__", _refuse("subprocess.Popen"))
+        mp.setattr(_posixsubprocess, "fork_exec", _refuse("fork_exec"))
+        for name in ("fork", "forkpty", "posix_spawn", "posix_spawnp", "system"):
+            mp.setattr(os, name, _refuse(f"os.{name}"))
+        return (yield)
 
 
 @pytest.hookimpl(wrapper=True, tryfirst=True)

@@ -1,4 +1,4 @@
-%% @doc Driver for tests/integration/test_erlang_hook.py: reads one Erlang term per
+%% @doc Driver for tests/integration/erlang_hooks/test_erlang_hook.py: reads one Erlang term per
 %% line on stdin, runs it against the real hook and notifier, and answers one line
 %% `@@ <json>' on stdout (logger output goes to stderr). Commands:
 %% <ul>

@@ -28,6 +28,7 @@ from typing import Any
 from eventstore import sereal
 from eventstore.sereal import compression
 from eventstore.sereal.document import DEFAULT_MAX_DECOMPRESSED_SIZE, DEFAULT_MAX_DEPTH, read_layout
+from substreams.errors import SubstreamError
 from substreams.query.evaluate import Rows, evaluate
 from substreams.query.plan import (
     Aggregate,
@@ -80,9 +81,10 @@ _MAX_DEPTH = 64
 _NO_CAP = 2**63 - 1
 
 
-class _NotNative(Exception):
-    """The plan holds what the program cannot say (a literal beyond 64 bits, a path part
-    that is no UTF-8, a WHERE nested past the evaluator's depth): the reference runs it."""
+class _NotNative(SubstreamError):
+    """Internal, never raised to a caller: the plan holds what the program cannot say (a
+    literal beyond 64 bits, a path part that is no UTF-8, a WHERE nested past the
+    evaluator's depth): the reference runs it."""
 
 
 @dataclass(frozen=True)

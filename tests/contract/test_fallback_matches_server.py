@@ -28,8 +28,6 @@ from eventstore.names import ChunkKey, format_metadata
 from relocator.events import generate_events
 from substreams.loader import load_file, plugin_files
 
-pytestmark = pytest.mark.contract
-
 EXAMPLES = Path(__file__).parents[2] / "substreams" / "examples"
 E0 = 1_700_000_300
 DC = "dc1"

@@ -32,8 +32,6 @@ from substreams.loader import LoadReport, load_entry_points, load_file, plugin_f
 from substreams.results import read_result
 from substreams.sandbox import Loader, run_substreams
 
-pytestmark = pytest.mark.contract
-
 EXAMPLES = Path(__file__).parents[2] / "substreams" / "examples"
 
 

@@ -43,8 +43,6 @@ from substreams.query.plan import Aggregate
 from substreams.results import read_result
 from substreams.sandbox import Loader, run_substreams
 
-pytestmark = pytest.mark.contract
-
 EXAMPLES = Path(__file__).parents[2] / "substreams" / "examples"
 Adapter = Callable[[Any, Context], Any]
 

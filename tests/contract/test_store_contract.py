@@ -27,8 +27,6 @@ from eventstore.riak import (
     RiakClient,
 )
 
-pytestmark = pytest.mark.contract
-
 CHUNK_KEY = "1413813813:1:type1:subtype1:0"
 VALUE_400K = os.urandom(400 * 1024)
 

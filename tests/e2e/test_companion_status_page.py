@@ -22,8 +22,6 @@ from companion.testing import start_stack
 from relocator.events import generate_events
 from substreams.examples import web_5xx
 
-pytestmark = pytest.mark.e2e
-
 CHROMIUM = "/usr/bin/chromium"
 
 FAILING = """

@@ -35,7 +35,7 @@ from eventstore.cluster.images import Builder
 from eventstore.riak import RiakClient
 from relocator.producer import TcpEmitter
 
-pytestmark = [pytest.mark.e2e, pytest.mark.timeout(1500)]
+pytestmark = [pytest.mark.timeout(1500)]
 
 ROOT = Path(__file__).resolve().parents[2]
 DCS = ("ams1", "ams4")

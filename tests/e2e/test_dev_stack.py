@@ -8,14 +8,10 @@ import time
 import uuid
 from pathlib import Path
 
-import pytest
-
 from consumer_lib import EventsClient
 from devstack.state import read_ended, read_state
 from devstack.testing import DevUpProcess, group_alive
 from relocator.producer import TcpEmitter
-
-pytestmark = pytest.mark.e2e
 
 PLUGIN = """
 from substreams import substream

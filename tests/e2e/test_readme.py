@@ -53,8 +53,6 @@ from eventstore.devnode.testing import free_port
 from eventstore.process_harness import ServerProcess, environment_without
 from relocator.testing import ZooKeeperProcess, zookeeper_available
 
-pytestmark = pytest.mark.e2e
-
 README = Path(__file__).parents[2] / "README.md"
 MARKER_RE = re.compile(r"<!--\s*readme-test:\s*(skip|background|file|expect)\b\s*(.*?)\s*-->")
 FENCE_RE = re.compile(r"^```(\w+)\s*$")

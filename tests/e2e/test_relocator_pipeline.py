@@ -16,8 +16,6 @@ from eventstore.devnode.testing import DevnodeProcess, free_port
 from eventstore.riak import RiakClient
 from relocator.testing import RelocatorProcess, stored_events, write_config
 
-pytestmark = pytest.mark.e2e
-
 _PERL = r"""
 use Sereal::Encoder qw(SRL_ZLIB);
 my $enc = Sereal::Encoder->new({compress => SRL_ZLIB, dedupe_strings => 1});

@@ -38,7 +38,6 @@ RELEASE_ENV = "RIAK_EVENTS_RIAK_RELEASE"
 RELEASE = os.environ.get(RELEASE_ENV, "")
 
 pytestmark = [
-    pytest.mark.e2e,
     pytest.mark.timeout(2400),
     pytest.mark.skipif(
         not RELEASE,

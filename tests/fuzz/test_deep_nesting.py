@@ -22,8 +22,6 @@ from deep_nesting import PURE_WALKERS, WALKERS, Case, batch, shapes_of
 
 from eventstore.sereal.limits import MAX_DEPTH_CAP
 
-pytestmark = [pytest.mark.fuzz]
-
 STACK_KIB = 1024
 HOSTILE_DEPTH = 200_000
 OLD_MAXIMUM = 10_000

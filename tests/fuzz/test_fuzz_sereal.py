@@ -26,7 +26,6 @@ except ImportError:
     compiled = None
 
 pytestmark = [
-    pytest.mark.fuzz,
     pytest.mark.skipif(
         compiled is None,
         reason="compiled core not built (tests/unit/sereal/test_core.py fails on that)",

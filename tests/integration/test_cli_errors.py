@@ -20,8 +20,6 @@ from eventstore.devnode.testing import DevnodeProcess, free_port
 from eventstore.process_harness import environment_without
 from relocator.testing import write_config
 
-pytestmark = pytest.mark.integration
-
 CLI = str(Path(sys.executable).with_name("riak-events"))
 #: What Spark prints when its JVM starts; none of these cases may get that far.
 SPARK_STARTED = ("log4j", "SparkContext", "Setting default log level")

@@ -50,8 +50,6 @@ from eventstore.riak import Retry, RiakClient
 from relocator.testing import AckedSender, RelocatorProcess, ZooKeeperProcess, write_config
 from substreams.examples import event_counts
 
-pytestmark = pytest.mark.integration
-
 ROOT = Path(__file__).resolve().parents[2]
 RULES = ROOT / "deploy" / "prometheus" / "riak-events-rules.yml"
 RULE_TESTS = ROOT / "deploy" / "prometheus" / "riak-events-rules.test.yml"

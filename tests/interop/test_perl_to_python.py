@@ -10,8 +10,6 @@ import pytest
 from .canon import canon_decoded, first_difference, project_perl
 from .conftest import PerlCorpus, PerlDoc
 
-pytestmark = pytest.mark.interop
-
 # What perl/perl_to_python.pl writes: (protocol, compression, dedupe, user header).
 # Zlib and zstd exist from protocol 3 in Perl's encoder (the spec says zstd is v4, but
 # Perl 5.x writes it at v3 too, so we must read it); user headers from protocol 2;

@@ -16,8 +16,6 @@ from .conftest import IMPLEMENTATIONS
 from .corpus import HEADER, corpus
 from .perl_runner import run_perl
 
-pytestmark = pytest.mark.interop
-
 COMPRESSIONS = {3: ("none", "snappy", "zlib"), 4: ("none", "snappy", "zlib", "zstd")}
 COMPRESSIONS[5] = COMPRESSIONS[4]
 # Sharing through the Perl wrappers (a PerlRef cycle, one PerlObject used twice): kept

@@ -18,8 +18,6 @@ import pytest
 from .canon import canon_decoded, first_difference, project_perl
 from .perl_runner import run_perl
 
-pytestmark = pytest.mark.interop
-
 CACHE = Path(__file__).resolve().parents[2] / ".cache" / "sereal-testdata"
 SETS = [("basic", v) for v in range(1, 6)] + [("roundtrip", v) for v in range(1, 6)]
 SETS += [("corpus", 1), ("corpus", 4)] + [("backcompat", v) for v in range(2, 6)]

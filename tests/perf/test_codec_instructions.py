@@ -19,7 +19,6 @@ from .callgrind import (
 )
 
 pytestmark = [
-    pytest.mark.perf,
     pytest.mark.skipif(
         importlib.util.find_spec("eventstore.sereal._sereal") is None,
         reason="compiled core not built; tests/unit/sereal/test_core.py "

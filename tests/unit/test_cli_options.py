@@ -30,8 +30,6 @@ from eventstore.options import (
     option_source,
 )
 
-pytestmark = pytest.mark.unit
-
 #: Commands that print a report or a list.
 REPORTS = {
     "substream list", "substream test", "substream check", "spark export", "spark backfill",

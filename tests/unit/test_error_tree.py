@@ -31,8 +31,6 @@ from eventstore.sereal.errors import SerealError
 from relocator.errors import RelocatorError
 from substreams.errors import SoftTimeout, SubstreamError
 
-pytestmark = pytest.mark.unit
-
 PACKAGES = ("eventstore", "relocator", "companion", "substreams", "consumer_lib", "devstack")
 
 #: Package -> its one root. A class belongs to the deepest package listed here whose

@@ -32,8 +32,6 @@ from relocator.options import OPTIONS as RELOCATOR
 from relocator.settings import load as load_relocator
 from relocator.settings import parse_cluster_option
 
-pytestmark = pytest.mark.unit
-
 REPO = Path(__file__).parents[2]
 
 

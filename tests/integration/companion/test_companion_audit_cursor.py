@@ -16,11 +16,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-import pytest
-
 from companion.testing import Stack, wait_for
-
-pytestmark = pytest.mark.integration
 
 LOOKBACK_S = 15
 

@@ -21,8 +21,6 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-import pytest
-
 from companion.testing import Stack, children_of
 from eventstore.blob import DECODED_FLOOR_BYTES, MAX_DECODED_OBJECTS, add_postfix, pack_blob
 from eventstore.sereal.document import wrap_body
@@ -30,8 +28,6 @@ from eventstore.sereal.testing import inflating_document, object_bomb_body
 from eventstore.testing import store_chunks
 from relocator.events import generate_events
 from substreams.examples import event_counts
-
-pytestmark = pytest.mark.integration
 
 EPOCH = 1_700_000_500
 INFLATED = 250_000_000

@@ -21,8 +21,6 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-import pytest
-
 from companion.testing import Stack, children_of, forks_refused, wait_for
 from eventstore import sereal
 from eventstore.blob import add_postfix, pack_blob
@@ -30,8 +28,6 @@ from eventstore.sereal.projection import project_events
 from eventstore.testing import store_chunks
 from substreams.api import Context
 from substreams.loader import load_file
-
-pytestmark = pytest.mark.integration
 
 EPOCH = 1_700_003_000
 

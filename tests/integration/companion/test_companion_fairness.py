@@ -15,14 +15,10 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-import pytest
-
 from companion import defaults
 from companion.testing import Stack, children_of, hostile_plugins, process_alive
 from eventstore.names import ChunkKey
 from substreams.results import ResultRecord
-
-pytestmark = pytest.mark.integration
 
 EPOCH = 1_700_013_000
 #: Epochs of twice as many chunks as the companion has chunk threads (2 workers x 2), each

@@ -11,12 +11,8 @@ import signal
 from collections.abc import Callable
 from pathlib import Path
 
-import pytest
-
 from companion.testing import Stack, children_of, process_alive, wait_for
 from eventstore.names import ChunkKey
-
-pytestmark = pytest.mark.integration
 
 EPOCH = 1_700_016_000
 

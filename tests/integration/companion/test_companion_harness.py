@@ -9,15 +9,11 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-import pytest
-
 from eventstore.blob import pack_blob
 from eventstore.devnode.testing import DevnodeProcess
 from eventstore.names import ChunkKey, format_metadata
 from eventstore.riak import RiakClient
 from substreams.examples import web_5xx
-
-pytestmark = pytest.mark.integration
 
 RIAK_EVENTS = str(Path(sys.executable).parent / "riak-events")
 WEB = [

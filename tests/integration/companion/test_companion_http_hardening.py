@@ -16,8 +16,6 @@ import pytest
 
 from companion.testing import CompanionProcess, Stack
 
-pytestmark = pytest.mark.integration
-
 TEN_MB = 10 * 1024 * 1024
 
 

@@ -5,10 +5,6 @@ from __future__ import annotations
 import subprocess
 import sys
 
-import pytest
-
-pytestmark = pytest.mark.integration
-
 
 def test_the_idna_codec_is_imported_before_gunicorn_forks() -> None:
     # A worker that imports it late and fails once can never resolve a host name again

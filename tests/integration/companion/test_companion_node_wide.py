@@ -11,11 +11,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-import pytest
-
 from companion.testing import Stack, wait_for
-
-pytestmark = pytest.mark.integration
 
 EPOCH = 1_700_002_000
 

@@ -13,11 +13,8 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import pytest
 
 from companion.testing import Stack
-
-pytestmark = pytest.mark.integration
 
 RIAK_EVENTS = str(Path(sys.executable).parent / "riak-events")
 

@@ -21,8 +21,6 @@ from relocator.events import generate_events
 from substreams.api import Context, declaration_of
 from substreams.examples import event_counts, url_latency, web_5xx
 
-pytestmark = pytest.mark.integration
-
 EXAMPLES = Path(web_5xx.__file__).parent
 EPOCH = 1_700_000_100
 
@@ -105,7 +103,7 @@ def writes_store(events, ctx):
 def test_hostile_plugins_through_the_companion(
     stack_factory: Callable[..., Stack], isolation: str
 ) -> None:
-    from test_companion_sandbox import HOSTILE
+    from tests.integration.substreams.test_sandbox_containment import HOSTILE
 
     stack = stack_factory(
         plugins={"hostile.py": HOSTILE, "writes_store.py": WRITES_STORE, **example_plugins()},

@@ -14,13 +14,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from companion.testing import Stack
 from eventstore.names import ChunkKey
 from substreams.results import error_value
-
-pytestmark = pytest.mark.integration
 
 RIAK_EVENTS = str(Path(sys.executable).parent / "riak-events")
 

@@ -20,8 +20,6 @@ import pytest
 from companion.testing import Stack, wait_for
 from substreams.api import version_of
 
-pytestmark = pytest.mark.integration
-
 EPOCH = 1_700_000_900
 PUBLISHER = "publisher:s3cret"
 #: The companion serves its status only to this address (the tests ask from it, and

@@ -10,12 +10,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from companion.testing import Stack, wait_for
 from substreams.api import version_of
-
-pytestmark = pytest.mark.integration
 
 EPOCH = 1_700_000_500
 

@@ -15,8 +15,6 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import urlsplit
 
-import pytest
-
 from companion.settings import CompanionSettings
 from companion.signals import EngineSignals
 from companion.writer import ResultWriter
@@ -25,8 +23,6 @@ from eventstore.names import ChunkKey
 from eventstore.riak import RiakClient
 from eventstore.riak.settings import RiakSettings
 from substreams.api import Substream
-
-pytestmark = pytest.mark.integration
 
 
 class FailingProxy:

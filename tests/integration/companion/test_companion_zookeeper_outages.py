@@ -22,8 +22,6 @@ from kazoo.client import KazooClient
 from companion.testing import NODE, Stack, wait_for
 from relocator.testing import ZooKeeperProcess
 
-pytestmark = pytest.mark.integration
-
 
 @pytest.fixture
 def late_zookeeper(tmp_path: Path) -> Iterator[ZooKeeperProcess]:

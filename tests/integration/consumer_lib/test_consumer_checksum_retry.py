@@ -19,8 +19,6 @@ from eventstore.devnode.testing import DevnodeProcess
 from eventstore.names import ChunkKey
 from eventstore.riak import RiakClient
 
-pytestmark = pytest.mark.integration
-
 E0 = 1_700_000_100
 
 

@@ -8,13 +8,10 @@ import sys
 import time
 from pathlib import Path
 
-import pytest
 from consumer_helpers import sample_spec, write_epoch
 
 from eventstore.devnode.testing import DevnodeProcess
 from eventstore.riak import RiakClient
-
-pytestmark = pytest.mark.integration
 
 E0 = 1_700_000_400
 CLI = [str(Path(sys.executable).parent / "riak-events")]

@@ -28,8 +28,6 @@ from eventstore.sereal.testing import inflating_document, object_bomb_body
 from eventstore.testing import store_chunks
 from relocator.events import generate_events
 
-pytestmark = pytest.mark.integration
-
 EPOCH = 1_700_000_600
 INFLATED = 250_000_000
 

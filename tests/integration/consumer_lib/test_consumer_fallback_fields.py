@@ -32,8 +32,6 @@ from substreams.api import Context, Substream
 from substreams.harness import DEFAULT_CAP, chunks_from_riak, run_plugin_file
 from substreams.results import read_result
 
-pytestmark = pytest.mark.integration
-
 E0 = 1_700_001_600
 RIAK_EVENTS = str(Path(sys.executable).parent / "riak-events")
 

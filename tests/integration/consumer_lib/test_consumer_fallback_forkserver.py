@@ -23,8 +23,6 @@ from consumer_lib import EventsClient, SubstreamResult
 from eventstore.names import ChunkKey
 from eventstore.riak import RiakClient
 
-pytestmark = pytest.mark.integration
-
 E0 = 1_700_000_800
 CHUNKS = 6
 

@@ -25,8 +25,6 @@ from eventstore.names import ChunkKey
 from eventstore.riak import RiakClient
 from substreams.results import error_value
 
-pytestmark = pytest.mark.integration
-
 E0 = 1_700_000_400
 
 PLUGIN = """

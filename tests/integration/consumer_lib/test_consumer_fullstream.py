@@ -18,8 +18,6 @@ from consumer_lib import (
 from eventstore.devnode.testing import free_port
 from eventstore.riak import RiakClient
 
-pytestmark = pytest.mark.integration
-
 E0 = 1_700_000_000
 
 

@@ -23,8 +23,6 @@ from eventstore.blob import DecodeLimits
 from eventstore.riak import RiakClient
 from eventstore.testing import Spec, write_epoch
 
-pytestmark = pytest.mark.integration
-
 E0 = 1_700_000_900
 T = TypeVar("T")
 

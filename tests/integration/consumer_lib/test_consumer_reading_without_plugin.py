@@ -24,8 +24,6 @@ from eventstore.names import ChunkKey
 from eventstore.riak import RiakClient
 from substreams.results import error_value, ok_value
 
-pytestmark = pytest.mark.integration
-
 E0 = 1_700_000_600
 CLI = [str(Path(sys.executable).parent / "riak-events")]
 NAME = "slow_requests"  # declared by no plugin here, as on a user's machine

@@ -8,10 +8,6 @@ import os
 import sys
 from typing import Any
 
-import pytest
-
-pytestmark = pytest.mark.integration
-
 
 def test_the_source_is_registered_once_per_session(
     session_devnode: Any, riak: Any, dc: str
@@ -25,7 +21,7 @@ def test_the_source_is_registered_once_per_session(
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
     existing = SparkSession.getActiveSession()
-    spark = existing or (  # as tests/integration/spark/conftest.py builds it
+    spark = existing or (  # as tests/integration/consumer_lib/spark/conftest.py builds it
         SparkSession.builder.master("local[2]")
         .appName("riak-events-tests")
         .config("spark.ui.enabled", "false")

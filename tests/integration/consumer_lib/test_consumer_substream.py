@@ -20,8 +20,6 @@ from eventstore.riak import RiakClient
 from substreams.api import Context
 from substreams.results import error_value, ok_value
 
-pytestmark = pytest.mark.integration
-
 E0 = 1_700_000_200
 
 PLUGIN = """

@@ -14,8 +14,6 @@ from consumer_helpers import write_epoch
 from consumer_lib import EventsClient, PositionError
 from eventstore.riak import RiakClient
 
-pytestmark = pytest.mark.integration
-
 
 def spec(epoch: int) -> dict[tuple[str, str], list[list[dict[str, object]]]]:
     return {("web", "app"): [[{"epoch": epoch, "i": i} for i in range(2)]]}

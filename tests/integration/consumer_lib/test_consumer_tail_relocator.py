@@ -10,13 +10,9 @@ import time
 from collections import Counter
 from pathlib import Path
 
-import pytest
-
 from consumer_lib import EventsClient
 from eventstore.devnode.testing import DevnodeProcess, free_port
 from relocator.testing import AckedSender, RelocatorProcess, write_config
-
-pytestmark = pytest.mark.integration
 
 #: Seconds behind real time: above the relocator's restart and recovery time, so a
 #: restarted relocator's late pushes land before their epochs are read.

@@ -18,8 +18,6 @@ from relocator.testing import ZooKeeperProcess
 from substreams.registry import publish
 from substreams.signing import generate, load_private_key
 
-pytestmark = pytest.mark.integration
-
 E0 = 1_700_000_500
 
 PLUGIN = """

@@ -13,9 +13,7 @@ from typing import Any
 import pytest
 import yaml
 
-pytestmark = pytest.mark.integration
-
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 COMPOSE = ROOT / "deploy" / "compose.yaml"
 
 

@@ -18,9 +18,7 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.integration
-
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 UNITS = sorted((ROOT / "deploy" / "systemd").glob("*.service"))
 PREFIX = "/opt/riak-events/venv"
 MAX_EXPOSURE = 3.0

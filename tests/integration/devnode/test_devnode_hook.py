@@ -26,8 +26,6 @@ from eventstore.devnode.testing import DevnodeProcess, free_port
 from eventstore.riak import RiakClient
 from eventstore.ring import Ring
 
-pytestmark = pytest.mark.integration
-
 NODES = ["dev1@127.0.0.1", "dev2@127.0.0.1", "dev3@127.0.0.1", "dev4@127.0.0.1"]
 HOOK_TIMEOUT_S = 1.0
 

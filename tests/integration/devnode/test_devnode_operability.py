@@ -19,8 +19,6 @@ from eventstore.devnode.testing import DevnodeProcess, free_port
 from eventstore.process_harness import environment_without
 from eventstore.riak import NotFound, RiakClient, TooLarge
 
-pytestmark = pytest.mark.integration
-
 TEN_MB = 10 * 1024**2
 OBJECT_LIMIT = 1024**2
 

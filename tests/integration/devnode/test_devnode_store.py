@@ -12,8 +12,6 @@ import pytest
 from eventstore.devnode.testing import DevnodeProcess
 from eventstore.riak import BadRequest, NotFound, RiakClient
 
-pytestmark = pytest.mark.integration
-
 
 def raw(
     node: DevnodeProcess,

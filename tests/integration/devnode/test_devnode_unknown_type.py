@@ -17,8 +17,6 @@ from eventstore.devnode.errors import WEBMACHINE_404_PAGE
 from eventstore.devnode.testing import DevnodeProcess
 from eventstore.riak import BadRequest, BucketTypeNotFound, RiakClient
 
-pytestmark = pytest.mark.integration
-
 JSON = {"Content-Type": "application/json"}
 PROPS = b'{"props":{"n_val":3}}'
 PLAIN = "text/plain"

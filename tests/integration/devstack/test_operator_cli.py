@@ -31,8 +31,6 @@ from eventstore.riak import NotFound, RiakClient
 from relocator.producer import TcpEmitter
 from relocator.testing import ZooKeeperProcess
 
-pytestmark = pytest.mark.integration
-
 BOOM = """
 from substreams import substream
 

@@ -28,9 +28,7 @@ import pytest
 from eventstore.keygroup import KeyGroup
 from eventstore.ring import Ring
 
-pytestmark = pytest.mark.integration
-
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 HOOKS = ROOT / "erlang_hooks"
 VECTORS = ROOT / "tests" / "vectors" / "ring_preflists.json"
 NODES = ["dev1@127.0.0.1", "dev2@127.0.0.1", "dev3@127.0.0.1", "dev4@127.0.0.1"]

@@ -20,9 +20,7 @@ import yaml
 
 from eventstore.cluster import topology as topo
 
-pytestmark = pytest.mark.integration
-
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 RIAK_HEALTH = ROOT / "deploy/images/riak-health.sh"
 NODE = "riak@rc-riak1"
 

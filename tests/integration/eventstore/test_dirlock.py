@@ -13,8 +13,6 @@ import pytest
 
 from eventstore.dirlock import DirectoryLocked, lock_directory
 
-pytestmark = pytest.mark.unit
-
 
 def test_second_lock_is_refused_with_the_holder_pid(tmp_path: Path) -> None:
     held = lock_directory(tmp_path / "data")

@@ -14,8 +14,6 @@ import pytest
 
 from eventstore.ring import bkey_term, key_hash, key_position
 
-pytestmark = pytest.mark.integration
-
 
 def _erl_binary(data: bytes) -> str:
     return "<<" + ",".join(str(b) for b in data) + ">>"

@@ -7,13 +7,9 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-import pytest
-
 from eventstore.devnode.testing import DevnodeProcess, free_port
 from eventstore.riak import Retry, RiakClient
 from relocator.testing import AckedSender, RelocatorProcess, stored_events, write_config
-
-pytestmark = pytest.mark.integration
 
 
 def _ids(url: str, dc: str, epochs: range) -> list[int]:

@@ -9,14 +9,10 @@ import random
 import time
 from pathlib import Path
 
-import pytest
-
 from eventstore import sereal
 from eventstore.devnode.testing import DevnodeProcess, free_port
 from eventstore.riak import RiakClient
 from relocator.testing import AckedSender, RelocatorProcess, stored_events, write_config
-
-pytestmark = pytest.mark.integration
 
 ROUNDS = 14
 

@@ -27,8 +27,6 @@ from relocator.producer import TcpEmitter
 from relocator.testing import RelocatorProcess, stored_events, write_config
 from relocator.wire import ACK, HELLO_REPLY, FrameParser, scan_stream
 
-pytestmark = pytest.mark.integration
-
 
 class AckProxy:
     """Forwards producer connections to ``127.0.0.1:upstream``; the producer's bytes

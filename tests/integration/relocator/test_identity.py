@@ -11,8 +11,6 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-import pytest
-
 from eventstore.devnode.testing import DevnodeProcess, free_port
 from relocator.testing import (
     RelocatorProcess,
@@ -21,8 +19,6 @@ from relocator.testing import (
     write_config,
     writer_session,
 )
-
-pytestmark = pytest.mark.integration
 
 WRITER = 7
 

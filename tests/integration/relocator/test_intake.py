@@ -19,8 +19,6 @@ from relocator.settings import RelocatorSettings, load, parse_cluster_option
 from relocator.testing import stored_events
 from relocator.wire import ACK, LENGTH
 
-pytestmark = pytest.mark.integration
-
 
 def _settings(tmp_path: Path, url: str, tcp: int = 0) -> RelocatorSettings:
     return load(

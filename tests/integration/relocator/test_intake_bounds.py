@@ -8,7 +8,6 @@ import socket
 import time
 from pathlib import Path
 
-import pytest
 import zstandard
 
 from eventstore import sereal
@@ -17,8 +16,6 @@ from eventstore.riak import RiakClient
 from eventstore.sereal import compression
 from relocator.testing import RelocatorProcess, stored_events, write_config
 from relocator.wire import ACK, LENGTH, encode_frame
-
-pytestmark = pytest.mark.integration
 
 INFLATED = 250 * 1024 * 1024
 

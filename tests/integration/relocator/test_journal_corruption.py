@@ -7,16 +7,12 @@ import socket
 import time
 from pathlib import Path
 
-import pytest
-
 from eventstore import sereal
 from eventstore.devnode.testing import DevnodeProcess, free_port
 from eventstore.riak import RiakClient
 from relocator.journal import Gap, Record, scan_records
 from relocator.testing import RelocatorProcess, stored_events, write_config
 from relocator.wire import ACK, LENGTH, encode_frame
-
-pytestmark = pytest.mark.integration
 
 RECORDS = 8
 PER_RECORD = 150

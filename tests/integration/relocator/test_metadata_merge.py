@@ -7,16 +7,12 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-import pytest
-
 from eventstore.names import ChunkRef, parse_metadata
 from eventstore.riak import RiakClient
 from relocator.metadata import MetadataWriter
 from relocator.settings import ZooKeeperSettings
 from relocator.testing import ZooKeeperProcess
 from relocator.zk import ZkCoordinator
-
-pytestmark = pytest.mark.integration
 
 
 def test_racing_writers_with_zookeeper_lock_keep_every_entry(

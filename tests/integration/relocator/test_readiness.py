@@ -12,8 +12,6 @@ import json
 import time
 from pathlib import Path
 
-import pytest
-
 from eventstore.devnode.testing import DevnodeProcess, free_port
 from relocator.testing import (
     RelocatorProcess,
@@ -21,8 +19,6 @@ from relocator.testing import (
     run_relocator_to_exit,
     write_config,
 )
-
-pytestmark = pytest.mark.integration
 
 
 def _wait_for(proc: RelocatorProcess, path: str, status: int, timeout_s: float = 20.0) -> bytes:

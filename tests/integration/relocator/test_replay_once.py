@@ -28,8 +28,6 @@ from eventstore.riak import RiakClient
 from relocator.producer import TcpEmitter
 from relocator.testing import RelocatorProcess, stored_events, write_config
 
-pytestmark = pytest.mark.integration
-
 
 class MetadataRefusingProxy:
     """HTTP proxy to a store; while ``refuse`` is set, PUTs to the epochs bucket get

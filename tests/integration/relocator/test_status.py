@@ -10,8 +10,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from eventstore.devnode.testing import DevnodeProcess
 from eventstore.riak import RiakClient
 from relocator.aggregator import Group
@@ -20,8 +18,6 @@ from relocator.daemon import Relocator
 from relocator.producer import TcpEmitter
 from relocator.settings import load, parse_cluster_option
 from relocator.testing import stored_events
-
-pytestmark = pytest.mark.integration
 
 
 def test_events_being_sealed_count_as_open(

@@ -15,8 +15,6 @@ from eventstore.devnode.testing import DevnodeProcess, free_port
 from eventstore.riak import RiakClient
 from relocator.testing import RelocatorProcess, ZooKeeperProcess, stored_events, write_config
 
-pytestmark = pytest.mark.integration
-
 UNITS = 8
 
 

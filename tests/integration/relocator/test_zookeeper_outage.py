@@ -22,7 +22,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import pytest
 from kazoo.client import KazooClient
 
 from eventstore.devnode.testing import DevnodeProcess, free_port
@@ -38,8 +37,6 @@ from relocator.testing import (
     write_config,
     writer_session,
 )
-
-pytestmark = pytest.mark.integration
 
 UNITS = 16
 WRITER = 5

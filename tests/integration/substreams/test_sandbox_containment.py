@@ -22,8 +22,6 @@ from substreams.loader import load_file
 from substreams.results import read_result
 from substreams.sandbox import Isolation, Loader, run_substreams, stored_value
 
-pytestmark = pytest.mark.integration
-
 HOSTILE = """
 import ctypes, os, socket, time
 from substreams import substream

@@ -17,8 +17,6 @@ from substreams.loader import load_file
 from substreams.sandbox import run_substreams
 from substreams.syscall_filter import program
 
-pytestmark = pytest.mark.integration
-
 PROBES = """
 import ctypes, os, struct
 from substreams import substream

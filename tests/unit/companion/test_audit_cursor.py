@@ -10,8 +10,6 @@ import pytest
 
 from companion.audit_cursor import CURSOR_FILE, CursorFile, DcCursor, read_audit_status
 
-pytestmark = pytest.mark.unit
-
 
 def test_cursors_are_read_back_as_saved_and_no_temporary_file_stays(tmp_path: Path) -> None:
     cursors = {"dc1": DcCursor(1000, [990, 995], 3), "dc2": DcCursor(1005)}

@@ -1,15 +1,13 @@
-"""What the workers of one node share: the inbox (one queue for every worker), the
+"""What the workers of one node share besides the inbox (test_companion_inbox.py): the
 failure counts and disabled markers, and the comparison of plugin versions."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
 
 from companion.disabled import DisabledSet
-from companion.inbox import Inbox, InboxItem
 from companion.stats import (
     WorkerStats,
     merge,
@@ -18,63 +16,6 @@ from companion.stats import (
     write_cluster_view,
 )
 from companion.statuspage import render_status
-from eventstore.names import ChunkKey
-
-pytestmark = pytest.mark.unit
-
-
-def _item(chunk: int, *, type_: str = "web") -> InboxItem:
-    return InboxItem(ChunkKey(1_700_000_000, "dc1", type_, "main", chunk), 10.0 + chunk, 99.5)
-
-
-def test_the_inbox_is_a_bounded_fifo_of_whole_records() -> None:
-    inbox = Inbox(3)
-    try:
-        assert inbox.capacity == 3 and inbox.depth() == 0
-        assert [inbox.put(_item(i)) for i in range(4)] == [True, True, True, False]
-        assert inbox.depth() == 3
-        first = inbox.get(0.1)
-        assert first == _item(0)
-        assert inbox.put(_item(9))  # room again
-        assert [inbox.get(0.1) for _ in range(3)] == [_item(1), _item(2), _item(9)]
-        assert inbox.get(0.01) is None
-        with pytest.raises(ValueError, match="over 238 bytes"):
-            inbox.put(_item(0, type_="t" * 300))
-        inbox.put(_item(5))
-        assert inbox.drain() == 1 and inbox.depth() == 0
-    finally:
-        inbox.close()
-
-
-def test_two_processes_reading_one_inbox_share_the_items_without_duplicates() -> None:
-    inbox = Inbox(200)
-    for i in range(200):
-        assert inbox.put(_item(i))
-    read_fd, write_fd = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # a second "worker"
-        os.close(read_fd)
-        taken = []
-        while (item := inbox.get(0.05)) is not None:
-            taken.append(str(item.key.chunk))
-        os.write(write_fd, ",".join(taken).encode())
-        os._exit(0)
-    os.close(write_fd)
-    mine = []
-    while (item := inbox.get(0.05)) is not None:
-        mine.append(item.key.chunk)
-    with os.fdopen(read_fd, "rb") as f:
-        text = f.read().decode()
-    os.waitpid(pid, 0)
-    inbox.close()
-    theirs = [int(c) for c in text.split(",") if c]
-    assert sorted(mine + theirs) == list(range(200))
-    assert not set(mine) & set(theirs)
-
-
-def test_inbox_capacity_must_be_positive() -> None:
-    with pytest.raises(ValueError, match="capacity must be at least 1"):
-        Inbox(0)
 
 
 def test_failures_in_a_row_are_counted_for_the_node_not_per_worker(tmp_path: Path) -> None:

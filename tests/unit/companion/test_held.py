@@ -6,13 +6,9 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-import pytest
-
 from companion.held import hold, release, requeue
 from companion.inbox import Inbox, InboxItem
 from eventstore.names import ChunkKey
-
-pytestmark = pytest.mark.unit
 
 
 def item(chunk: int, audit: bool = False) -> InboxItem:

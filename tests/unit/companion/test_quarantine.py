@@ -7,13 +7,9 @@ import threading
 import time
 from collections.abc import Callable
 
-import pytest
-
 from companion.quarantine import LaneItem, Quarantine
 from eventstore.names import ChunkKey
 from substreams.api import Substream
-
-pytestmark = pytest.mark.unit
 
 
 def sub(name: str, version: str = "v1") -> Substream:

@@ -6,11 +6,7 @@ import json
 import threading
 from pathlib import Path
 
-import pytest
-
 from companion.zkstate import STATE_FILE, write_zookeeper_state
-
-pytestmark = pytest.mark.unit
 
 
 def test_two_threads_rewriting_the_state_file_never_fail(tmp_path: Path) -> None:

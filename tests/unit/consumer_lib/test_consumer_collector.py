@@ -13,8 +13,6 @@ import pytest
 from consumer_lib import collector
 from consumer_lib.collector import Allowance, Threshold
 
-pytestmark = pytest.mark.unit
-
 
 @pytest.fixture(autouse=True)
 def thresholds_restored() -> Iterator[tuple[int, int, int]]:

@@ -12,8 +12,6 @@ from consumer_lib.types import Served, SubstreamResult
 from consumer_lib.unplugged import no_substream, served_groups_only
 from eventstore.names import ChunkKey
 
-pytestmark = pytest.mark.unit
-
 
 def res(
     epoch: int, type_: str, served: Served = "server", reason: str | None = None

@@ -21,8 +21,6 @@ from eventstore import sereal
 from eventstore.names import ChunkKey
 from relocator.events import generate_events
 
-pytestmark = pytest.mark.unit
-
 KEY = ChunkKey(1_700_000_000, "dc1", "web", "app", 7)
 VALUES = (KEY.epoch, KEY.dc, KEY.type, KEY.subtype, KEY.chunk)
 

@@ -5,12 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
-
 from consumer_lib import EventsClient
 from consumer_lib.plugins import PluginCatalog, path_list
-
-pytestmark = pytest.mark.unit
 
 PLUGIN = """
 from substreams import substream

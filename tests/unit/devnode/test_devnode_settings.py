@@ -1,5 +1,5 @@
-"""Pure parts of the devnode: settings, records, bucket props, quorum arithmetic, JSON
-nesting and metric labels."""
+"""The devnode's settings: the designed defaults, a config file over them, bad configs
+named, the data directory required."""
 
 from __future__ import annotations
 
@@ -7,16 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from eventstore.devnode import defaults, records
-from eventstore.devnode.bodies import parse_json
-from eventstore.devnode.buckets import BucketRegistry, resolve_quorum, validate_props
-from eventstore.devnode.errors import InvalidProps, InvalidRequest, UnknownBucketType
-from eventstore.devnode.metrics import path_kind
-from eventstore.devnode.records import StoredObject
+from eventstore.devnode import defaults
 from eventstore.devnode.settings import load
 from eventstore.settings import SettingsError
-
-pytestmark = pytest.mark.unit
 
 
 def test_defaults_bind_loopback_and_have_the_designed_types(tmp_path: Path) -> None:
@@ -91,100 +84,3 @@ def test_bad_config_is_named(tmp_path: Path, text: str, message: str) -> None:
 def test_data_dir_required() -> None:
     with pytest.raises(SettingsError, match="data directory"):
         load()
-
-
-def test_record_round_trip() -> None:
-    obj = StoredObject(
-        value=b"\x00\xff" * 1000,
-        content_type="application/x-sereal",
-        charset="utf-8",
-        usermeta=(("x-riak-meta-a", "1"),),
-        vclock="vc",
-        vtag="tag",
-        write_time_ms=123,
-        purge_at_ms=456,
-        tombstone=False,
-    )
-    raw = records.encode(obj)
-    assert records.decode(raw) == obj
-    assert records.decode(memoryview(raw)) == obj
-    assert records.decode_times(raw) == (123, 456, False)
-    with pytest.raises(ValueError, match="format"):
-        records.decode(b"\x09" + raw[1:])
-
-
-def test_location_keys() -> None:
-    key = records.location_key("events", "events", "1413813813:1:t:s:0")
-    assert records.split_location_key(key) == ("events", "events", "1413813813:1:t:s:0")
-    assert records.location_key("a", "bc", "d") != records.location_key("ab", "c", "d")
-    assert records.split_purge_key(records.purge_key(99, key)) == (99, key)
-    assert records.purge_key(1, key) < records.purge_key(2, b"")
-    with pytest.raises(InvalidRequest, match="limit"):
-        records.location_key("t", "b", "k" * 600)
-
-
-def test_props_validation_and_merging() -> None:
-    assert validate_props({"n_val": 2, "name": "x", "custom": [1]}, where="b") == {
-        "n_val": 2,
-        "custom": [1],
-    }
-    for bad in ({"w": -1}, {"w": "most"}, {"allow_mult": 1}, {"n_val": 0}, {"postcommit": ["m"]}):
-        with pytest.raises(InvalidProps):
-            validate_props(bad, where="b")
-    registry = BucketRegistry({"events": {"n_val": 3, "r": 1}})
-    assert registry.bucket_props("events", "b")["name"] == "b"
-    registry.set_bucket_overrides("events", "b", {"r": 2})
-    assert registry.bucket_props("events", "b")["r"] == 2
-    assert registry.bucket_props("events", "c")["r"] == 1
-    registry.set_type_props("events", {"n_val": 5, "r": 1})
-    assert registry.bucket_props("events", "b") | {} == {"n_val": 5, "r": 2, "name": "b"}
-    with pytest.raises(UnknownBucketType):
-        registry.bucket_props("nope", "b")
-
-
-@pytest.mark.parametrize(
-    ("value", "n_val", "bucket", "expected"),
-    [
-        ("one", 3, 1, 1),
-        ("quorum", 3, 1, 2),
-        ("quorum", 5, 1, 3),
-        ("all", 3, 1, 3),
-        ("default", 3, 1, 1),
-        ("default", 3, "all", 3),
-        (2, 3, 1, 2),
-    ],
-)
-def test_resolve_quorum(value: int | str, n_val: int, bucket: int | str, expected: int) -> None:
-    assert resolve_quorum(value, n_val, bucket) == expected
-
-
-@pytest.mark.parametrize(
-    ("path", "kind"),
-    [
-        ("/types/events/buckets/events/keys/1413813813:1:t:s:0", "object"),
-        ("/types/events/buckets/b/keys/with/slash", "object"),
-        ("/buckets/b/keys/k", "object"),
-        ("/types/events/buckets/b/props", "bucket_props"),
-        ("/buckets/b/props", "bucket_props"),
-        ("/types/events/props", "type_props"),
-        ("/ping", "ping"),
-        ("/metrics", "metrics"),
-        ("/types/events/buckets/b/keys", "other"),
-        ("/buckets/b/props/extra", "other"),
-        ("/anything/at/all", "other"),
-    ],
-)
-def test_path_kind_is_a_bounded_label(path: str, kind: str) -> None:
-    assert path_kind(path) == kind
-
-
-def test_parse_json_counts_nesting_without_recursing() -> None:
-    assert parse_json(b'{"props":{"a":[{"b":1}]}}', max_depth=4, what="x") == {
-        "props": {"a": [{"b": 1}]}
-    }
-    assert parse_json(b"not json", max_depth=4, what="x") is None
-    assert parse_json(b"7", max_depth=0, what="x") == 7
-    with pytest.raises(InvalidRequest, match="x JSON nests deeper than 4 levels"):
-        parse_json(b'{"props":{"a":[{"b":[]}]}}', max_depth=4, what="x")
-    with pytest.raises(InvalidRequest, match="deeper than 4 levels"):
-        parse_json(b"[" * 200_000 + b"]" * 200_000, max_depth=4, what="x")

@@ -12,8 +12,6 @@ from eventstore.devnode import records
 from eventstore.devnode.records import StoredObject
 from eventstore.devnode.store import ObjectStore
 
-pytestmark = pytest.mark.unit
-
 
 @pytest.fixture
 def store(tmp_path: Path) -> Iterator[ObjectStore]:

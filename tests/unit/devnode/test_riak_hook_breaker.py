@@ -15,9 +15,7 @@ import pytest
 
 from eventstore.devnode.breaker import Breaker, BreakerState
 
-pytestmark = pytest.mark.unit
-
-VECTORS = json.loads((Path(__file__).parents[1] / "vectors" / "hook_breaker.json").read_text())
+VECTORS = json.loads((Path(__file__).parents[2] / "vectors" / "hook_breaker.json").read_text())
 
 
 class Clock:

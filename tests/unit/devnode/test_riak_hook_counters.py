@@ -13,13 +13,9 @@ import re
 from dataclasses import fields
 from pathlib import Path
 
-import pytest
-
 from eventstore.devnode.hook import HookCounters
 
-pytestmark = pytest.mark.unit
-
-ROOT = Path(__file__).parents[2]
+ROOT = Path(__file__).parents[3]
 GAUGES = {"backlog", "queue_len", "in_flight", "queue_max"}
 
 

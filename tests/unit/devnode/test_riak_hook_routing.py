@@ -13,9 +13,7 @@ from eventstore.errors import InvalidKey, InvalidMetadataValue
 from eventstore.names import ChunkKey
 from eventstore.ring import Ring
 
-pytestmark = pytest.mark.unit
-
-VECTORS = json.loads((Path(__file__).parents[1] / "vectors" / "hook_routing.json").read_text())
+VECTORS = json.loads((Path(__file__).parents[2] / "vectors" / "hook_routing.json").read_text())
 RING = Ring(VECTORS["ring"]["nodes"], VECTORS["ring"]["ring_size"])
 DATA = VECTORS["data"]
 ERRORS = {"invalid_key": InvalidKey, "invalid_value": InvalidMetadataValue}
@@ -86,7 +84,7 @@ def test_all_nodes_down_is_unroutable() -> None:
 
 # -- the twin against riak_core's own preflists ------------------------------------------
 
-ORACLE = json.loads((Path(__file__).parents[1] / "vectors" / "ring_preflists.json").read_text())
+ORACLE = json.loads((Path(__file__).parents[2] / "vectors" / "ring_preflists.json").read_text())
 
 
 def _oracle_cases() -> list[dict[str, Any]]:

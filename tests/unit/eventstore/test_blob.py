@@ -33,8 +33,6 @@ from eventstore.sereal.compression import varint_bytes
 from eventstore.sereal.document import wrap_body
 from eventstore.sereal.testing import inflating_document, object_bomb_body
 
-pytestmark = pytest.mark.unit
-
 DOC = b"=\xf3rl\x04\x00" + bytes(range(200))
 
 

@@ -1,4 +1,5 @@
-"""Chunking policy, events round trips and limits, and exact splitting of Perl blobs.
+"""Chunking policy, events round trips and limits, and exact splitting of blobs (of
+blobs Perl wrote: tests/interop/test_perl_split.py).
 
 The policy tests drive the estimate/encode/re-split core with synthetic encoders (no
 codec needed). Round trips use the Sereal codec; splitting uses the compiled splitter,
@@ -11,14 +12,12 @@ import importlib
 import itertools
 import os
 import random
-import shutil
-import subprocess
 from typing import Any
 
 import pytest
 
 from eventstore import chunking
-from eventstore.blob import has_postfix, postfix_length, unpack_blob, verify_postfix
+from eventstore.blob import has_postfix, postfix_length, unpack_blob
 from eventstore.chunking import (
     CHUNK_MAX_BODY_BYTES,
     Chunk,
@@ -44,7 +43,6 @@ def _need_splitter() -> None:
 # -- the policy, with synthetic encoders --------------------------------------------------
 
 
-@pytest.mark.unit
 def test_groups_are_greedy_and_cover_everything() -> None:
     assert _groups([3, 3, 3, 3], 6) == [(0, 2), (2, 4)]
     assert _groups([10, 1, 1], 5) == [(0, 1), (1, 3)]  # an oversized element alone
@@ -67,7 +65,6 @@ def _incompressible(sizes: list[int]) -> Any:
     return make
 
 
-@pytest.mark.unit
 def test_build_resplits_until_everything_fits() -> None:
     sizes = [100] * 64
     make = _incompressible(sizes)
@@ -76,7 +73,6 @@ def test_build_resplits_until_everything_fits() -> None:
     assert all(len(c.data) <= 1000 for c in chunks)
 
 
-@pytest.mark.unit
 def test_plan_with_a_bad_estimate_still_respects_the_limit() -> None:
     # Compression that is great for the whole (ratio 0.1) but poor for small groups:
     # the estimate is far too optimistic, re-splitting must repair it.
@@ -92,7 +88,6 @@ def test_plan_with_a_bad_estimate_still_respects_the_limit() -> None:
     assert all(a.stop == b.start for a, b in itertools.pairwise(chunks))
 
 
-@pytest.mark.unit
 def test_single_oversized_element_names_its_index() -> None:
     sizes = [10, 10, 5000, 10]
     with pytest.raises(EventTooLarge) as e:
@@ -132,7 +127,6 @@ def _decoded(chunks: list[Chunk]) -> list[Any]:
     return out
 
 
-@pytest.mark.unit
 @pytest.mark.parametrize("compress", ["zstd", "zlib", "snappy", None])
 def test_small_input_is_one_chunk(compress: str | None) -> None:
     _codec()
@@ -143,7 +137,6 @@ def test_small_input_is_one_chunk(compress: str | None) -> None:
     assert _decoded(chunks) == events
 
 
-@pytest.mark.unit
 def test_incompressible_events_round_trip_under_the_limit() -> None:
     _codec()
     events = _events(300, payload=700)  # ~1.5 KB of random hex each
@@ -153,7 +146,6 @@ def test_incompressible_events_round_trip_under_the_limit() -> None:
     assert _decoded(chunks) == events
 
 
-@pytest.mark.unit
 def test_compressible_events_round_trip_under_the_limit() -> None:
     _codec()
     events = _events(20_000)
@@ -165,7 +157,6 @@ def test_compressible_events_round_trip_under_the_limit() -> None:
     assert _decoded(chunks) == events
 
 
-@pytest.mark.unit
 def test_event_too_large() -> None:
     _codec()
     events = [*_events(3), {"big": os.urandom(40_000)}, *_events(3)]
@@ -175,7 +166,6 @@ def test_event_too_large() -> None:
     assert e.value.size_bytes > 10_000
 
 
-@pytest.mark.unit
 def test_empty_and_bad_limits() -> None:
     assert chunk_events([]) == []
     with pytest.raises(ValueError):
@@ -185,85 +175,6 @@ def test_empty_and_bad_limits() -> None:
 # -- splitting existing blobs ----------------------------------------------------------------
 
 
-PERL_ENCODE = r"""
-use strict; use warnings;
-use Sereal::Encoder qw(SRL_ZSTD SRL_ZLIB SRL_SNAPPY SRL_UNCOMPRESSED);
-my ($n, $comp, $seed, $pad) = @ARGV;
-my %c = (zstd => SRL_ZSTD, zlib => SRL_ZLIB, snappy => SRL_SNAPPY, none => SRL_UNCOMPRESSED);
-srand($seed);
-my @hosts = map { "web-$_.ams4.example.com" } 1..20;
-my @ev;
-for my $i (0 .. $n - 1) {
-    my %e = (epoch => 1413813813, type => "web.request", host => $hosts[int(rand(20))],
-             url => "/hotel/nl/" . int(rand(50)) . ".html", ms => int(rand(5000)), i => $i,
-             tags => ["a", "b", $hosts[$i % 20]],
-             nested => { dc => "ams4", host => $hosts[$i % 20] });
-    $e{pad} = join("", map { chr(65 + int(rand(26))) } 1 .. $pad) if $pad;
-    push @ev, \%e;
-}
-my $enc = Sereal::Encoder->new({ compress => $c{$comp}, dedupe_strings => 1 });
-binmode STDOUT; print $enc->encode(\@ev);
-"""
-
-PERL_DECODE_CHECK = r"""
-use strict; use warnings;
-use Sereal::Decoder; use JSON::PP;
-binmode STDIN; local $/; my $d = <STDIN>;
-my $v = Sereal::Decoder->new->decode($d);
-print JSON::PP->new->canonical->encode($v);
-"""
-
-
-def _perl(script: str, *args: str, stdin: bytes | None = None) -> bytes:
-    perl = shutil.which("perl")
-    if perl is None:
-        pytest.fail("perl is not installed (make test installs it with Sereal)")
-    proc = subprocess.run(
-        [perl, "-e", script, *map(str, args)],
-        input=stdin,
-        capture_output=True,
-        timeout=120,
-        check=False,
-    )
-    if proc.returncode != 0:
-        pytest.fail(proc.stderr.decode(errors="replace"))
-    return proc.stdout
-
-
-@pytest.mark.interop
-@pytest.mark.parametrize("compress", ["zstd", "zlib", "snappy", "none"])
-@pytest.mark.parametrize(("n", "pad", "limit"), [(3000, 0, 20_000), (400, 300, 30_000)])
-def test_split_perl_blob_is_exact(compress: str, n: int, pad: int, limit: int) -> None:
-    codec = _codec()
-    _need_splitter()
-    blob = _perl(PERL_ENCODE, str(n), compress, "42", str(pad))
-    whole = codec.decode(blob)
-    chunks = split_blob(blob, key="1413813813:1:web.request::0", chunk_max_bytes=limit)
-    assert len(chunks) > 1
-    assert all(len(c.data) <= limit for c in chunks)
-    assert chunks[0].start == 0 and chunks[-1].stop == n
-    assert _decoded(chunks) == whole
-    # each chunk is a standalone document for Perl too (an independent decoder)
-    import json
-
-    for c in chunks[:3]:
-        doc = bytes(verify_postfix(c.data))
-        assert json.loads(_perl(PERL_DECODE_CHECK, stdin=doc)) == json.loads(
-            json.dumps(whole[c.start : c.stop])
-        )
-
-
-@pytest.mark.interop
-def test_split_perl_blob_single_element_too_large() -> None:
-    _codec()
-    _need_splitter()
-    blob = _perl(PERL_ENCODE, "5", "none", "1", "5000")
-    with pytest.raises(EventTooLarge) as e:
-        split_blob(blob, chunk_max_bytes=2_000)
-    assert e.value.index == 0
-
-
-@pytest.mark.unit
 def test_split_blob_rejects_non_arrays() -> None:
     _need_splitter()
     codec = _codec()
@@ -287,7 +198,6 @@ def _documents(events: list[Any]) -> list[bytes]:
     return [codec.encode(e, **forms[i % 7 // 2]) for i, e in enumerate(events)]
 
 
-@pytest.mark.unit
 @pytest.mark.parametrize("ratio", [None, 0.01, 0.1, 1.0, 5.0])
 @pytest.mark.parametrize("limit", [3_000, 20_000, 500_000])
 def test_chunk_documents_round_trips_under_the_limit(ratio: float | None, limit: int) -> None:
@@ -312,7 +222,6 @@ def test_chunk_documents_round_trips_under_the_limit(ratio: float | None, limit:
         assert len(chunks) < 3 * sum(len(c.data) for c in chunks) / limit + 2
 
 
-@pytest.mark.unit
 def test_chunk_documents_drops_bad_documents_with_their_index() -> None:
     events = _events(200)
     docs = _documents(events)
@@ -333,7 +242,6 @@ def test_chunk_documents_drops_bad_documents_with_their_index() -> None:
     assert chunk_documents([]) == []
 
 
-@pytest.mark.unit
 @pytest.mark.parametrize("ratio", [None, 0.5])
 def test_chunk_documents_event_too_large_names_its_index(ratio: float | None) -> None:
     codec = _codec()
@@ -345,7 +253,6 @@ def test_chunk_documents_event_too_large_names_its_index(ratio: float | None) ->
     assert e.value.index == 4
 
 
-@pytest.mark.unit
 def test_chunk_documents_without_the_compiled_join(monkeypatch: pytest.MonkeyPatch) -> None:
     events = _events(500)
     docs = _documents(events)
@@ -360,7 +267,6 @@ def test_chunk_documents_without_the_compiled_join(monkeypatch: pytest.MonkeyPat
     assert getattr(info.value, "index", None) == 7
 
 
-@pytest.mark.unit
 def test_chunk_bodies_stay_under_the_body_limit() -> None:
     # Near-identical events compress a thousandfold: the stored limit alone would let
     # one 500 KB chunk hold gigabytes of body, which readers refuse (DecodeLimits).

@@ -12,8 +12,6 @@ from click.testing import CliRunner
 
 from eventstore.cli import main
 
-pytestmark = pytest.mark.unit
-
 
 @click.command("boom")
 @click.option("--kind", default="oserror")

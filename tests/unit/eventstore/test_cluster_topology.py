@@ -14,8 +14,6 @@ from eventstore.cluster import topology as topo
 from eventstore.devnode import settings as devnode_settings
 from relocator import settings as relocator_settings
 
-pytestmark = pytest.mark.unit
-
 
 def _config(tmp_path: Path, service: topo.Service) -> Path:
     path = tmp_path / f"{service.name}.toml"
@@ -120,7 +118,7 @@ def test_every_file_an_image_copies_is_in_its_hash(
 ) -> None:
     # An image is rebuilt only when the hash of its inputs changes: a file it copies but
     # the hash leaves out (the Riak health script, once) ships stale in a reused image.
-    root = Path(__file__).resolve().parents[2]
+    root = Path(__file__).resolve().parents[3]
     text = (root / dockerfile).read_text().replace("\\\n", " ")
     sources = []
     for line in text.splitlines():

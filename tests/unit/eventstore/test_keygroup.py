@@ -10,9 +10,7 @@ import pytest
 
 from eventstore.keygroup import InvalidKeyGroup, KeyGroup
 
-pytestmark = pytest.mark.unit
-
-VECTORS = Path(__file__).resolve().parents[1] / "vectors" / "hook_routing.json"
+VECTORS = Path(__file__).resolve().parents[2] / "vectors" / "hook_routing.json"
 
 
 def test_the_bytes_are_the_erlang_hooks() -> None:

@@ -14,8 +14,6 @@ from eventstore.names import (
     parse_metadata,
 )
 
-pytestmark = pytest.mark.unit
-
 
 @pytest.mark.parametrize(
     "text",

@@ -17,8 +17,6 @@ from eventstore import ranges
 from eventstore.errors import EventStoreError, InvalidRange
 from eventstore.options import cli_range
 
-pytestmark = pytest.mark.unit
-
 NOW = 1_700_000_000.0
 
 BAD: list[Callable[[Any], object]] = [

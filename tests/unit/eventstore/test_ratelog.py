@@ -8,8 +8,6 @@ import pytest
 
 from eventstore.ratelog import LogSummary
 
-pytestmark = pytest.mark.unit
-
 MESSAGE = "%(count)d retries on node %(key)s in the last %(seconds).0f s; last error: %(last)s"
 
 

@@ -16,9 +16,7 @@ from eventstore.ring import (
     key_position,
 )
 
-pytestmark = pytest.mark.unit
-
-VECTORS = Path(__file__).parent.parent / "vectors" / "ring_preflists.json"
+VECTORS = Path(__file__).parents[2] / "vectors" / "ring_preflists.json"
 KEY = "1413813813:1:type1:subtype1:0"
 
 

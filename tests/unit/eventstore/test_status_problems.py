@@ -2,11 +2,7 @@
 
 from __future__ import annotations
 
-import pytest
-
 from eventstore.system_status import problems
-
-pytestmark = pytest.mark.unit
 
 
 def test_a_problem_is_one_line_even_when_its_error_has_several() -> None:

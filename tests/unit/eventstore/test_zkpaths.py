@@ -6,13 +6,9 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-import pytest
-
 from eventstore import zkpaths
 
-pytestmark = pytest.mark.unit
-
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def test_the_paths_are_those_running_clusters_hold() -> None:

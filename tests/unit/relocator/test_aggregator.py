@@ -1,12 +1,8 @@
 from __future__ import annotations
 
-import pytest
-
 from relocator.aggregator import Aggregator
 from relocator.metrics import Metrics
 from relocator.wire import LENGTH, Frame, FrameParser, encode_frame, parse_frame, scan_stream
-
-pytestmark = pytest.mark.unit
 
 
 class Clock:

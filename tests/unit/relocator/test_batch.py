@@ -5,8 +5,6 @@ import pytest
 from eventstore.names import ChunkKey
 from relocator.batch import Batch, batch_id, chunk_number, decode_batch, encode_batch
 
-pytestmark = pytest.mark.unit
-
 
 def test_chunk_numbers_never_collide_between_writers_and_batches() -> None:
     seen = {

@@ -34,8 +34,6 @@ from relocator.wire import (
     scan_stream,
 )
 
-pytestmark = pytest.mark.unit
-
 CAP = 10_000
 
 

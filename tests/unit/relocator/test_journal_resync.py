@@ -16,8 +16,6 @@ from relocator.journal import Gap, Journal, Record, scan_records, segment_of
 from relocator.metrics import Metrics
 from relocator.wire import LENGTH, encode_frame, parse_frame
 
-pytestmark = pytest.mark.unit
-
 RECORDS = 5
 PER_RECORD = 3
 

@@ -24,8 +24,6 @@ from relocator.wire import (
     split_stream,
 )
 
-pytestmark = pytest.mark.unit
-
 needs_c = pytest.mark.skipif(sereal.IMPLEMENTATION != "c", reason="compiled core not built")
 
 

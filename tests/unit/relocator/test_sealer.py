@@ -14,8 +14,6 @@ from relocator.errors import BadSpoolFile
 from relocator.metrics import Metrics
 from relocator.sealer import Sealer
 
-pytestmark = pytest.mark.unit
-
 
 def sealer(limit: int = 20_000, writer: int = 7) -> tuple[Sealer, Metrics]:
     counter = itertools.count(40)

@@ -8,8 +8,6 @@ from eventstore.settings import SettingsError
 from relocator.intake.spool import parse_name
 from relocator.settings import load
 
-pytestmark = pytest.mark.unit
-
 
 def test_load_file_then_overrides(tmp_path: Path) -> None:
     cfg = tmp_path / "r.toml"

@@ -17,8 +17,6 @@ from relocator.wire import (
     split_stream,
 )
 
-pytestmark = pytest.mark.unit
-
 
 def test_frame_round_trip() -> None:
     data = encode_frame(1413813813, "ams1", "web.x", "", b"=srl-doc")

@@ -33,8 +33,6 @@ from eventstore.sereal.errors import (
 from eventstore.sereal.limits import MAX_DEPTH_CAP
 from eventstore.sereal.types import PerlObject, PerlRef, PerlRegexp
 
-pytestmark = pytest.mark.unit
-
 _compiled: ModuleType | None
 try:
     _compiled = importlib.import_module("eventstore.sereal._sereal")

@@ -29,7 +29,6 @@ except ImportError:
     compiled = None
 
 pytestmark = [
-    pytest.mark.unit,
     pytest.mark.skipif(
         compiled is None,
         reason="compiled core not built: nothing to compare the pure codec with "

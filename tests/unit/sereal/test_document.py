@@ -30,8 +30,6 @@ from eventstore.sereal.errors import (
 )
 from eventstore.sereal.pure.encoder import varint
 
-pytestmark = pytest.mark.unit
-
 PERL_VALUE = ["abcd" * 3, "abcd" * 3, [1], {"k": "v"}]
 PERL_HEADER = {"hdr": "abcd" * 3, "again": "abcd" * 3}
 _UH = (

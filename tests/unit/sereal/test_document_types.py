@@ -22,8 +22,6 @@ from eventstore.sereal import compression, tags
 from eventstore.sereal import document as sereal_document
 from eventstore.sereal.errors import SizeLimitExceeded, UnsupportedVersion
 
-pytestmark = pytest.mark.unit
-
 #: Every ``tags.TYPE_*`` value, by name.
 DOC_TYPES = {name: value for name, value in vars(tags).items() if name.startswith("TYPE_")}
 #: A value no encoder shortens to nothing: ``[1, "aaaa...", {"k": "aaaa..."}]`` (no

@@ -1,30 +1,27 @@
 """The compiled ``join_bodies``: N single-item bodies -> one body REFN ARRAY N.
 
 The oracle is the pure-Python decoder: for any list of parts (our encoder's documents
-with shared containers, objects and string dedupe, and Perl's), the joined body decodes
+with shared containers, objects and string dedupe; Perl's in
+tests/interop/test_perl_join.py), the joined body decodes
 to the list of the parts' decodes, sharing included. A part the decoder rejects is
 rejected with its index; a part it accepts is never rejected.
 """
 
 from __future__ import annotations
 
-import functools
 import importlib
-import shutil
-import struct
-import subprocess
 from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from sereal_strategies import mutated, same_value, values
+from sereal_testlib import joined, part_of, pure_decode
 
 from eventstore import sereal as codec
 from eventstore.sereal import tags
-from eventstore.sereal.document import DEFAULT_MAX_DEPTH, open_document
-from eventstore.sereal.errors import DepthExceeded, InvalidStructure, SerealError
-from eventstore.sereal.pure import backend as pure
+from eventstore.sereal.document import DEFAULT_MAX_DEPTH
+from eventstore.sereal.errors import DepthExceeded, SerealError
 from eventstore.sereal.types import PerlObject, PerlRef
 
 core: Any  # the module, or None when not built
@@ -34,37 +31,11 @@ except ImportError:
     core = None
 
 pytestmark = [
-    pytest.mark.unit,
     pytest.mark.skipif(
         core is None,
         reason="compiled core not built (test_core.py::test_extension_is_built fails on that)",
     ),
 ]
-
-Part = tuple[bytes | bytearray | memoryview, int, int, int]
-
-
-def part_of(doc: bytes) -> Part:
-    buf, pos, base = open_document(doc)
-    return buf, pos, len(buf), base
-
-
-def pure_decode(part: Part, max_depth: int = DEFAULT_MAX_DEPTH) -> Any:
-    """The oracle: the pure decoder on one body, trailing PADs only."""
-    data, pos, end, base = part
-    value, stop = pure.decode_body(bytes(data), pos, end, base, tags.BINARY_UTF8, max_depth)
-    if not all(b & 0x7F == tags.PAD for b in data[stop:end]):
-        raise InvalidStructure("trailing bytes after the body", stop)
-    return value
-
-
-def joined(parts: list[Part]) -> Any:
-    body = core.join_bodies(parts)
-    value = pure_decode((body, 0, len(body), -1))
-    compiled, stop = core.decode_body(body, 0, len(body), -1, tags.BINARY_UTF8, 512)
-    assert stop == len(body)
-    assert same_value(compiled, value)
-    return value
 
 
 def encodable(value: Any, **options: Any) -> bytes:
@@ -181,65 +152,6 @@ def test_bad_arguments() -> None:
         core.join_bodies([], max_depth=0)
 
 
-# -- Perl's documents -------------------------------------------------------------------
-
-PERL_EVENTS = r"""
-use strict; use warnings;
-use Sereal::Encoder qw(SRL_ZSTD SRL_UNCOMPRESSED);
-use JSON::PP;
-my ($n) = @ARGV;
-srand(7);
-my @hosts = map { "web-$_.ams4.example.com" } 1..5;
-binmode STDOUT;
-for my $i (0 .. $n - 1) {
-    my $h = $hosts[$i % 5];
-    my $shared = { dc => "ams4", host => $h };
-    my %e = (epoch => 1413813813, type => "web.request", host => $h, i => $i,
-             tags => [$h, $h, "x" x ($i % 200)], a => $shared, b => $shared,
-             ok => JSON::PP::true, no => JSON::PP::false, obj => bless({h => $h}, "Ev::Obj"),
-             obj2 => bless([$h], "Ev::Obj"), n => [map { { host => $h, k => $_ } } 1 .. 3]);
-    $e{self} = \%e if $i % 3 == 0;
-    my $enc = Sereal::Encoder->new({ dedupe_strings => 1, protocol_version => 3 + $i % 3,
-        compress => $i % 4 == 0 ? SRL_ZSTD : SRL_UNCOMPRESSED, compress_threshold => 0 });
-    my $doc = $enc->encode(\%e);
-    print pack("N", length $doc), $doc;
-}
-"""
-
-
-@functools.cache
-def perl_documents() -> tuple[bytes, ...]:
-    perl = shutil.which("perl")
-    if perl is None:
-        pytest.fail("perl is not installed (make test installs it with Sereal)")
-    proc = subprocess.run(
-        [perl, "-e", PERL_EVENTS, "60"], capture_output=True, timeout=120, check=False
-    )
-    if proc.returncode != 0:
-        pytest.fail(proc.stderr.decode(errors="replace"))
-    out, data, pos = [], proc.stdout, 0
-    while pos < len(data):
-        (n,) = struct.unpack_from(">I", data, pos)
-        out.append(data[pos + 4 : pos + 4 + n])
-        pos += 4 + n
-    return tuple(out)
-
-
-def test_perl_documents_have_back_references() -> None:
-    raw = [d for d in perl_documents() if d[4] >> 4 == 0]
-    assert raw and all(
-        any(t in d for t in (bytes((tags.COPY,)), bytes((tags.OBJECTV,)))) for d in raw
-    )
-
-
-@settings(max_examples=100, deadline=None)
-@given(st.lists(st.integers(0, 59), max_size=30))
-def test_join_of_perl_documents(picks: list[int]) -> None:
-    docs = perl_documents()
-    parts = [part_of(docs[i]) for i in picks]
-    assert same_value(joined(parts), [pure_decode(p) for p in parts])
-
-
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(documents, max_size=6), st.data())
 def test_whole_documents_as_parts(docs: list[bytes], data: st.DataObject) -> None:
@@ -252,7 +164,7 @@ def test_whole_documents_as_parts(docs: list[bytes], data: st.DataObject) -> Non
         b"=srl\x02\x02\x01\x00" + bytes((tags.REFN, tags.ARRAY, 2, 0x61, 0x76, tags.COPY, 4))
     )
     data.draw(st.randoms()).shuffle(raw)
-    assert same_value(joined(raw), [codec.decode(d) for d in raw])  # type: ignore[arg-type]
+    assert same_value(joined(raw), [codec.decode(d) for d in raw])
     bad = [d for d in docs if d[4] >> 4] + [b"", b"=srl", b"=srl\x09\x00\x01", b"xxxxxx\x01"]
     for b in bad:
         i = data.draw(st.integers(0, len(raw)))
@@ -280,7 +192,7 @@ def test_threads_joining_at_once_get_what_one_thread_gets() -> None:
 
     docs = _events(3000)
     expected = core.join_bodies(docs)
-    assert same_value(joined(list(docs)), [codec.decode(d) for d in docs])  # type: ignore[arg-type]
+    assert same_value(joined(list(docs)), [codec.decode(d) for d in docs])
     results: list[bytes] = []
     lock = threading.Lock()
 

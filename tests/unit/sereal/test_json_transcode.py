@@ -44,7 +44,6 @@ try:
 except ImportError:
     compiled = None
 
-pytestmark = pytest.mark.unit
 needs_core = pytest.mark.skipif(
     compiled is None,
     reason="compiled core not built (test_core.py::test_extension_is_built reports it)",

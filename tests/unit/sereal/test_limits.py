@@ -20,8 +20,6 @@ from eventstore.sereal.errors import DepthExceeded
 from eventstore.sereal.limits import MAX_DEPTH_CAP, check_max_depth
 from eventstore.sereal.pure import backend as pure
 
-pytestmark = [pytest.mark.unit]
-
 core: Any = importlib.import_module("eventstore.sereal._sereal")
 BACKENDS = {"c": core, "pure": pure}
 REFUSED = f"max_depth must be in 0..{MAX_DEPTH_CAP}, got {MAX_DEPTH_CAP + 1}"

@@ -15,8 +15,6 @@ from sereal_testlib import body_of, doc
 
 from eventstore.sereal.types import PerlObject, PerlRef, PerlRegexp
 
-pytestmark = pytest.mark.unit
-
 BOOL_CLASS = "71" + b"JSON::PP::Boolean".hex()
 SHARED_OBJ_CLASS = "6b " + b"Shared::Obj".hex(" ")
 

@@ -20,8 +20,6 @@ from eventstore.sereal import projection
 from eventstore.sereal.projection import _project_events_py, project
 from eventstore.sereal.types import PerlObject, PerlRef
 
-pytestmark = pytest.mark.unit
-
 try:
     _core: ModuleType | None = importlib.import_module("eventstore.sereal._sereal")
 except ImportError:  # pragma: no cover - the core is built in CI (test_core.py checks)

@@ -18,8 +18,6 @@ import pytest
 
 from eventstore.sereal.projection import _project_events_py, compile_fields, project
 
-pytestmark = pytest.mark.unit
-
 try:
     _core: ModuleType | None = importlib.import_module("eventstore.sereal._sereal")
 except ImportError:  # pragma: no cover - the core is built in CI (test_core.py checks)

@@ -6,9 +6,6 @@ errors for malformed input wherever it lies (skipped or not)."""
 from __future__ import annotations
 
 import importlib
-import json
-import shutil
-import subprocess
 import sys
 from types import ModuleType
 from typing import Any
@@ -32,8 +29,6 @@ try:
     compiled = importlib.import_module("eventstore.sereal._sereal")
 except ImportError:
     compiled = None
-
-pytestmark = pytest.mark.unit
 
 needs_compiled = pytest.mark.skipif(
     compiled is None,
@@ -306,47 +301,6 @@ def test_the_budget_counts_what_is_built() -> None:
     over = [outcome(c, body, max_objects=need - 1, projection=tree) for c in backends()]
     assert over[0][0] == "error" and over[0][1][0] is DecodeBudgetExceeded
     assert over[0] == over[-1]
-
-
-# -- Perl's encoder: dedupe (COPY keys and values), shared refs, booleans -----------
-
-PERL_ENCODE = r"""
-use strict; use warnings; use Sereal::Encoder; use JSON::PP ();
-local $/; my $events = JSON::PP->new->decode(<STDIN>);
-my $shared = { deep => [1, 2, 3] };
-for my $i (0 .. $#$events) {
-    $events->[$i]{shared} = $shared if $i % 3 == 0;
-    $events->[$i]{flag} = $i % 2 ? JSON::PP::true : JSON::PP::false;
-}
-binmode STDOUT;
-print Sereal::Encoder->new({ dedupe_strings => 1, protocol_version => 4 })->encode($events);
-"""
-
-
-@pytest.mark.interop
-def test_bodies_from_perls_encoder(sereal: ModuleType) -> None:
-    perl = shutil.which("perl")
-    if perl is None:
-        pytest.fail("no perl: `make test` installs it with Sereal", pytrace=False)
-    events = generate_events(120, seed=6)
-    proc = subprocess.run(
-        [perl, "-e", PERL_ENCODE],
-        input=json.dumps(events).encode(),
-        capture_output=True,
-        check=False,
-        timeout=120,
-    )
-    assert proc.returncode == 0, proc.stderr.decode(errors="replace")
-    doc = proc.stdout
-    body = body_of(doc)
-    assert body.count(b"\x2f") > 100  # COPY keys and values
-    full = sereal.decode(doc)
-    assert isinstance(full[1]["flag"], bool) and full[0]["shared"] is full[3]["shared"]
-    for fields in (WEB_FIELDS, ["flag", "shared.deep"], ["shared"], ["user_agent"], []):
-        tree = compile_fields(fields)
-        assert tree is not None
-        assert same_value(sereal.decode(doc, fields=fields), project_events(full, tree))
-        check_projection(body, tree)
 
 
 def test_project_rule_reference_is_what_is_compared() -> None:

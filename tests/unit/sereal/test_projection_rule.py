@@ -14,8 +14,6 @@ from eventstore.sereal.projection import compile_fields, merge, project, project
 from eventstore.sereal.types import PerlObject
 from substreams.helpers import dig
 
-pytestmark = pytest.mark.unit
-
 
 def test_compile() -> None:
     assert compile_fields(None) is None

@@ -28,8 +28,6 @@ from eventstore.sereal.pure import decoder
 from eventstore.sereal.pure.encoder import varint
 from eventstore.sereal.types import PerlObject, PerlRef, PerlRegexp
 
-pytestmark = pytest.mark.unit
-
 
 def _long_double(mantissa: int, sign_exp: int) -> str:
     return "24 " + (struct.pack("<QH", mantissa, sign_exp) + b"\0" * 6).hex(" ")

@@ -23,8 +23,6 @@ from eventstore.sereal.errors import EncodeDepthExceeded, UnencodableValue
 from eventstore.sereal.pure.encoder import encode_body, varint
 from eventstore.sereal.types import PerlObject, PerlRef, PerlRegexp
 
-pytestmark = pytest.mark.unit
-
 
 class Color(IntEnum):
     RED = 1

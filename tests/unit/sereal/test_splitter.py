@@ -32,7 +32,6 @@ except ImportError:
     core = None
 
 pytestmark = [
-    pytest.mark.unit,
     pytest.mark.skipif(
         core is None,
         reason="compiled core not built (test_core.py::test_extension_is_built fails on that)",

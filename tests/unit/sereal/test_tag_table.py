@@ -9,13 +9,10 @@ from __future__ import annotations
 
 import re
 
-import pytest
 from tags_h import TAGS_H, c_kind_of_byte, c_ranges, c_tags, entries, python_tags
 
 from eventstore.sereal import tags
 from eventstore.sereal.pure import decoder as pure_decoder
-
-pytestmark = pytest.mark.unit
 
 
 def test_every_tag_byte_has_one_kind_in_the_c_table() -> None:

@@ -30,7 +30,6 @@ try:
 except ImportError:
     compiled = None
 
-pytestmark = pytest.mark.unit
 SETTINGS = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 

@@ -28,8 +28,6 @@ from eventstore.sereal import pure, tags
 from eventstore.sereal.errors import SerealError, UnknownTag
 from eventstore.sereal.pure.json import array_to_json_lines as pure_json_lines
 
-pytestmark = pytest.mark.unit
-
 _compiled: ModuleType | None
 try:
     _compiled = importlib.import_module("eventstore.sereal._sereal")

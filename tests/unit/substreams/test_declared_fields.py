@@ -5,7 +5,7 @@ built on it, ``.get``, ``[]``, ``in``), at the top level and inside a narrowed d
 declared field the event lacks reads as absent, as on a plain dict. The child gives
 these events on both of its paths (the companion's loader, a caller's list). Pure: no
 process is forked here (the three paths end to end:
-``tests/integration/consumer/test_consumer_fallback_fields.py``,
+``tests/integration/consumer_lib/test_consumer_fallback_fields.py``,
 ``tests/integration/companion/test_companion_every_chunk_answered.py``)."""
 
 from __future__ import annotations

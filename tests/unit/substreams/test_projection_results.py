@@ -33,8 +33,6 @@ from substreams.harness import HarnessRun, format_runs
 from substreams.loader import load_file, plugin_files
 from substreams.sandbox import Outcome
 
-pytestmark = pytest.mark.unit
-
 EXAMPLES = Path(__file__).parents[3] / "substreams" / "examples"
 #: Whether the decoder builds only the declared fields (eventstore.blob, issue 16);
 #: without it the events are decoded whole and narrowed, by the same rule.

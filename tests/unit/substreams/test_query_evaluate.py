@@ -18,8 +18,6 @@ from substreams.errors import InvalidDeclaration
 from substreams.query import evaluate, merge_partials, query
 from substreams.query.parse import parse_query
 
-pytestmark = pytest.mark.unit
-
 
 def where(condition: str, events: list[Any]) -> list[int]:
     """The ids of the events ``condition`` keeps."""

@@ -323,7 +323,7 @@ def test_a_plan_the_program_cannot_say_is_the_references() -> None:
 def test_the_program_is_data_checked_before_use() -> None:
     from eventstore.sereal import _sereal
 
-    query_evaluate = _sereal.query_evaluate  # type: ignore[attr-defined]
+    query_evaluate = _sereal.query_evaluate
 
     program = compile_program([SELECT_A])
     doc = sereal.encode([{"a": 1}])

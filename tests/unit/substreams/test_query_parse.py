@@ -32,8 +32,6 @@ from substreams.query.plan import (
     to_dict,
 )
 
-pytestmark = pytest.mark.unit
-
 
 def path(dotted: str) -> qp.Path:
     return qp.Path(tuple(dotted.split(".")))

@@ -12,8 +12,6 @@ from substreams.errors import InvalidDeclaration
 from substreams.examples import web_5xx
 from substreams.results import Status, error_value, ok_value, read_result
 
-pytestmark = pytest.mark.unit
-
 
 def test_the_decorator_returns_the_function_itself_with_its_declaration() -> None:
     def f(events: list[dict[str, object]], ctx: Context) -> int:

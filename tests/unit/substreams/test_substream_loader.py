@@ -10,8 +10,6 @@ import pytest
 from substreams.errors import PluginLoadError
 from substreams.loader import LoadReport, PluginSet, load_entry_points, load_file
 
-pytestmark = pytest.mark.unit
-
 
 def plugin(name: str, body: str = "return len(events)") -> str:
     return (

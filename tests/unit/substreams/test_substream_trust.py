@@ -14,8 +14,6 @@ from substreams.overwrite import decide
 from substreams.results import ResultRecord
 from substreams.signing import TrustedKeys, generate, load_private_key
 
-pytestmark = pytest.mark.unit
-
 SOURCE = b"from substreams import substream\n"
 
 

@@ -17,7 +17,6 @@ from click.testing import CliRunner
 pytestmark = [
     pytest.mark.filterwarnings("ignore::ResourceWarning"),
     pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning"),
-    pytest.mark.integration,
 ]
 
 PLUGIN = """

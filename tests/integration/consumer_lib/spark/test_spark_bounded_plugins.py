@@ -24,7 +24,6 @@ from substreams.results import error_value, read_result
 pytestmark = [
     pytest.mark.filterwarnings("ignore::ResourceWarning"),
     pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning"),
-    pytest.mark.integration,
 ]
 
 #: How long the slow plugin sleeps per chunk, seconds (its declared limit is 0.5 s).

@@ -20,8 +20,6 @@ from eventstore.riak import RiakClient
 from eventstore.riak.errors import RiakError
 from eventstore.riak.retry import Retry
 
-pytestmark = pytest.mark.integration
-
 BUCKET_TYPE, BUCKET = "events", "events"
 
 

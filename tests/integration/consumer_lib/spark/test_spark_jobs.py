@@ -26,7 +26,6 @@ from substreams.results import error_value, ok_value, read_result
 pytestmark = [
     pytest.mark.filterwarnings("ignore::ResourceWarning"),
     pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning"),
-    pytest.mark.integration,
 ]
 
 HOUR = 3600

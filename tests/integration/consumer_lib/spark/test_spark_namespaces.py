@@ -29,7 +29,6 @@ from substreams.results import read_result
 pytestmark = [
     pytest.mark.filterwarnings("ignore::ResourceWarning"),
     pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning"),
-    pytest.mark.integration,
 ]
 
 NS = Namespaces(

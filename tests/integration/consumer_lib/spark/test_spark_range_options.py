@@ -13,7 +13,6 @@ import pytest
 
 pytestmark = [
     pytest.mark.filterwarnings("ignore::ResourceWarning"),
-    pytest.mark.integration,
 ]
 
 BASE = {"nodes": "http://x:1", "dc": "ams1"}

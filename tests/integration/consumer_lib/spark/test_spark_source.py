@@ -27,7 +27,6 @@ from eventstore.testing import write_epoch
 pytestmark = [
     pytest.mark.filterwarnings("ignore::ResourceWarning"),
     pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning"),
-    pytest.mark.integration,
 ]
 
 DCS = ("ams1", "ams4")

@@ -20,7 +20,6 @@ import pytest
 pytestmark = [
     pytest.mark.filterwarnings("ignore::ResourceWarning"),
     pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning"),
-    pytest.mark.integration,
 ]
 
 # The query, run in a process of its own (a Spark session of its own: the point is to
