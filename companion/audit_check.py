@@ -72,15 +72,27 @@ class AuditAnswer:
         Raises:
             ValueError: not an object of non-negative integers.
         """
-        if not isinstance(value, dict):
-            raise ValueError("an audit answer must be a JSON object")
-        fields = {}
-        for name in ("missing", "unreadable", "accepted", "shed"):
-            n = value.get(name, 0)
-            if isinstance(n, bool) or not isinstance(n, int) or n < 0:
-                raise ValueError(f"audit answer: {name} must be a non-negative integer")
-            fields[name] = n
-        return cls(**fields)
+        return cls(**counts_of(value, ("missing", "unreadable", "accepted", "shed"), "audit"))
+
+
+def counts_of(value: Any, names: Sequence[str], what: str) -> dict[str, int]:
+    """The non-negative integer ``names`` of a JSON answer (absent ones are 0), for a
+    companion's audit and refill answers.
+
+    Raises:
+        ValueError: not an object, or a count that is not a non-negative integer.
+    """
+    if not isinstance(value, dict):
+        raise ValueError(
+            f"{'an' if what[0] in 'aeiou' else 'a'} {what} answer must be a JSON object"
+        )
+    counts = {}
+    for name in names:
+        n = value.get(name, 0)
+        if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+            raise ValueError(f"{what} answer: {name} must be a non-negative integer")
+        counts[name] = n
+    return counts
 
 
 def audit_keys(engine: _Engine, epoch: int, dc: str, keys: Sequence[ChunkKey]) -> AuditAnswer:

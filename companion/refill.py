@@ -34,6 +34,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Protocol
 
+from companion.audit_check import counts_of
 from companion.disabled import DisabledSet
 from companion.settings import CompanionSettings
 from companion.shedding import DISABLED_PREFIX
@@ -92,15 +93,7 @@ class RefillAnswer:
         Raises:
             ValueError: not an object of non-negative integers.
         """
-        if not isinstance(value, dict):
-            raise ValueError("a refill answer must be a JSON object")
-        fields = {}
-        for name in cls.__dataclass_fields__:
-            n = value.get(name, 0)
-            if isinstance(n, bool) or not isinstance(n, int) or n < 0:
-                raise ValueError(f"refill answer: {name} must be a non-negative integer")
-            fields[name] = n
-        return cls(**fields)
+        return cls(**counts_of(value, list(cls.__dataclass_fields__), "refill"))
 
 
 def gap_of(riak: RiakClient, location: tuple[str, str, str]) -> str | None:
