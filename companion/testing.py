@@ -10,7 +10,7 @@ Fault injection without code flags: :func:`forks_refused` puts running processes
 a real kernel limit on new processes and threads (a pids cgroup as root, where
 ``RLIMIT_NPROC`` does not apply; ``RLIMIT_NPROC`` otherwise), so ``fork`` fails with
 ``EAGAIN`` as on a machine out of processes; :func:`children_of` finds a companion's
-workers.
+workers and :func:`fork_servers_of` their fork servers.
 """
 
 from __future__ import annotations
@@ -40,6 +40,7 @@ __all__ = [
     "CompanionProcess",
     "Stack",
     "children_of",
+    "fork_servers_of",
     "forks_refused",
     "hostile_plugins",
     "process_alive",
@@ -170,6 +171,34 @@ def children_of(pid: int) -> list[int]:
             if int(fields[1]) == pid and fields[0] != "Z":
                 children.append(int(entry.name))
     return sorted(children)
+
+
+def fork_servers_of(workers: Sequence[int], timeout_s: float = 30.0) -> list[int]:
+    """Each worker's fork server (substreams/forkserver.py), once every one runs with its
+    first connection's thread: the worker children whose command line runs
+    ``substreams.forkserver_process``. A worker's other children (a short-lived helper
+    process of a library, a server being replaced) are not counted, nor waited for.
+
+    Raises:
+        AssertionError: some worker has no such server within ``timeout_s``.
+    """
+    marker = b"forkserver_process"
+
+    def servers() -> list[int] | None:
+        found = []
+        for worker in workers:
+            mine = []
+            for pid in children_of(worker):
+                with contextlib.suppress(OSError):  # gone meanwhile
+                    cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+                    if marker in cmdline and len(os.listdir(f"/proc/{pid}/task")) > 2:
+                        mine.append(pid)
+            if len(mine) != 1:
+                return None
+            found += mine
+        return found
+
+    return wait_for(servers, timeout_s, f"a fork server for each of the workers {list(workers)}")
 
 
 def _pids_cgroup_root() -> Path | None:

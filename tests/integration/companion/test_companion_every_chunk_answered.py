@@ -16,12 +16,11 @@ inside the companion (real gunicorn companion, devnode, its hook).
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Callable
 from typing import Any
 
-from companion.testing import Stack, children_of, forks_refused, wait_for
+from companion.testing import Stack, children_of, fork_servers_of, forks_refused, wait_for
 from eventstore import sereal
 from eventstore.blob import add_postfix, pack_blob
 from eventstore.sereal.projection import project_events
@@ -113,9 +112,7 @@ def test_a_fork_failure_leaves_an_error_naming_the_cause_on_every_matching_subst
     # Each worker's fork server (companion/forkserver.py) forks the chunks' children:
     # it must be refused too, once it is up (a thread per chunk thread of its worker,
     # started before the worker's first chunk may use it).
-    wait_for(lambda: all(children_of(w) for w in workers))
-    servers = [pid for w in workers for pid in children_of(w)]
-    wait_for(lambda: all(len(os.listdir(f"/proc/{pid}/task")) > 2 for pid in servers))
+    servers = fork_servers_of(workers)
     with forks_refused(workers + servers):
         keys = stack.write_epoch(EPOCH + 1, "dc1", chunks(3))
         for name in ("counts", "firsts"):

@@ -7,7 +7,6 @@ forks nothing, so its results are stored ok while the companion cannot fork at a
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -15,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from companion.testing import Stack, children_of, forks_refused, wait_for
+from companion.testing import Stack, children_of, fork_servers_of, forks_refused, wait_for
 from consumer_lib.forkserver import ForkServer
 from eventstore.blob import DecodeLimits
 from eventstore.names import ChunkKey
@@ -117,9 +116,7 @@ def test_queries_run_beside_the_child_with_its_records_and_without_a_fork(
     workers = children_of(master)
     servers: list[int] = []
     if isolation == "chunk":  # each worker's fork server forks the children: refused too
-        wait_for(lambda: all(children_of(w) for w in workers))
-        servers = [pid for w in workers for pid in children_of(w)]
-        wait_for(lambda: all(len(os.listdir(f"/proc/{pid}/task")) > 2 for pid in servers))
+        servers = fork_servers_of(workers)
     with forks_refused(workers + servers):
         keys = stack.write_epoch(EPOCH + 1, "dc1", _chunks(32))
         web_keys = [k for k in keys if k.type == "web"]
