@@ -1,7 +1,7 @@
 """The chaos campaign's stack: every daemon on one machine, supervised, and its load.
 
 - **ZooKeeper** (:class:`relocator.testing.ZooKeeperProcess`);
-- **the devnode** (:class:`eventstore.devnode.testing.DevnodeProcess`), inside a network
+- **the devnode** (:class:`devnode.testing.DevnodeProcess`), inside a network
   namespace of its own when the machine allows it (the link can be cut), whose hook
   posts to
 - **a companion** (:class:`companion.testing.CompanionProcess`: real gunicorn) with the
@@ -37,7 +37,7 @@ from chaos_load import AckCutProxy, AckedProducer, SpoolWriter
 from chaos_system import NetNamespace, TmpfsMount, remove_stale_namespaces, system_support
 
 from companion.testing import CompanionProcess
-from eventstore.devnode.testing import DevnodeProcess, free_port
+from devnode.testing import DevnodeProcess, free_port
 from eventstore.process_harness import ServerProcess
 from relocator.testing import RelocatorProcess, ZooKeeperProcess, four_letter, write_config
 

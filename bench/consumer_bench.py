@@ -57,10 +57,10 @@ from consumer_lib.pipeline import prefetch
 from consumer_lib.ranges import EpochRange
 from consumer_lib.store import FetchedBlob, FetchedChunk, Store
 from consumer_lib.types import Chunk, ChunkFilter, tag_chunk
+from devnode.testing import free_port
 from eventstore import sereal
 from eventstore.blob import unpack_blob
 from eventstore.chunking import chunk_events
-from eventstore.devnode.testing import free_port
 from eventstore.names import DEFAULT_NAMESPACES, ChunkKey, ChunkRef
 from relocator.testing import AckedSender, RelocatorProcess, write_config
 from substreams.loader import load_file, plugin_files

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from report import emit, figure
 
-from eventstore.devnode.testing import DevnodeProcess
+from devnode.testing import DevnodeProcess
 from eventstore.riak import RiakClient
 
 VALUE_BYTES = 400 * 1024

@@ -51,8 +51,8 @@ from consumer_lib.ranges import EpochRange
 from consumer_lib.store import Store
 from consumer_lib.substream import SubstreamReader, results
 from consumer_lib.types import ChunkFilter
+from devnode.testing import DevnodeProcess
 from eventstore import sereal
-from eventstore.devnode.testing import DevnodeProcess
 from eventstore.names import DEFAULT_NAMESPACES, ChunkKey
 from eventstore.riak import RiakClient
 from substreams.api import Context, Event, Substream

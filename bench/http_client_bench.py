@@ -157,7 +157,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=200)
     parser.add_argument("--url", help="an already running devnode or Riak (default: start one)")
     args = parser.parse_args()
-    from eventstore.devnode.testing import DevnodeProcess
+    from devnode.testing import DevnodeProcess
 
     with tempfile.TemporaryDirectory() as tmp:
         node = None

@@ -52,8 +52,8 @@ from typing import Any
 
 from report import emit, figure
 
+from devnode.testing import DevnodeProcess, free_port
 from eventstore import sereal
-from eventstore.devnode.testing import DevnodeProcess, free_port
 from eventstore.riak import NotFound, RiakClient
 from relocator.loadgen import generate, raw_size
 from relocator.testing import RelocatorProcess, write_config

@@ -49,9 +49,9 @@ from typing import Any
 from events import generate_events, store_epoch
 from report import emit, figure
 
+from devnode.testing import DevnodeProcess
 from eventstore import sereal
 from eventstore.blob import verify_postfix
-from eventstore.devnode.testing import DevnodeProcess
 from eventstore.riak import RiakClient
 
 DC = "dc1"
@@ -153,7 +153,7 @@ def cpu_seconds(root: int) -> dict[tuple[str, int], float]:
         if p != root or not chain:
             continue
         top = cmd[chain[-1]]
-        if "eventstore.devnode" in top:
+        if "devnode" in top:
             out["devnode", pid] = ticks[pid] / CLOCK_TICKS
         elif "java" in top.split("\0")[0]:
             role = "jvm" if pid == chain[-1] else "python workers"

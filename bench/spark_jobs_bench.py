@@ -35,7 +35,7 @@ from events import generate_events, store_epoch
 from report import emit, figure
 from spark_bench import cpu_seconds, start_spark
 
-from eventstore.devnode.testing import DevnodeProcess
+from devnode.testing import DevnodeProcess
 from eventstore.riak import RiakClient
 
 HOUR = 3600

@@ -28,8 +28,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from devnode.testing import DevnodeProcess, free_port
 from eventstore.blob import pack_blob
-from eventstore.devnode.testing import DevnodeProcess, free_port
 from eventstore.names import ChunkKey, format_metadata
 from eventstore.process_harness import ServerProcess, environment_without
 from eventstore.riak import NotFound, Retry, RiakClient
@@ -198,7 +198,10 @@ def fork_servers_of(workers: Sequence[int], timeout_s: float = 30.0) -> list[int
             found += mine
         return found
 
-    return wait_for(servers, timeout_s, f"a fork server for each of the workers {list(workers)}")
+    found: list[int] = wait_for(
+        servers, timeout_s, f"a fork server for each of the workers {list(workers)}"
+    )
+    return found
 
 
 def _pids_cgroup_root() -> Path | None:

@@ -35,8 +35,8 @@ from pathlib import Path
 from typing import Any
 
 from companion.testing import Stack, start_stack
+from devnode.testing import free_port
 from devstack.errors import DevStackError, StartFailed
-from eventstore.devnode.testing import free_port
 from eventstore.process_harness import ServerProcess, environment_without
 from relocator.testing import RelocatorProcess, ZooKeeperProcess, write_config
 

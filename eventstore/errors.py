@@ -7,9 +7,9 @@ package has exactly one root, and every error of the package derives from it::
     RiakEventsError
         EventStoreError        eventstore (this module)
             RiakError          eventstore.riak.errors
-            DevnodeError       eventstore.devnode.errors
             SerealError        eventstore.sereal.errors (also a ValueError)
             ClusterError       eventstore.cluster.errors
+        DevnodeError           devnode.errors
         RelocatorError         relocator.errors
         CompanionError         companion.errors
         SubstreamError         substreams.errors

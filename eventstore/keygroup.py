@@ -4,7 +4,7 @@
 compact JSON (``separators=(",", ":")``), the same bytes as the Erlang hook's
 ``riak_events_body`` (``tests/integration/erlang_hooks/test_erlang_hook.py`` compares
 what a real erl node posts with :meth:`KeyGroup.encode`, byte for byte). Built by the
-devnode's hook twin (eventstore/devnode/routing.py) and the companion's auditor; parsed by
+devnode's hook twin (devnode/routing.py) and the companion's auditor; parsed by
 the companion's ``/v1/keys``, ``/v1/audit`` and refill endpoints.
 
 Pure: no I/O.

@@ -3,7 +3,7 @@
 
 Only the command line configures logging (:func:`configure`); libraries just log. A
 record's exception becomes a ``traceback`` field in JSON and the usual indented block in
-plain text. ``python -m relocator`` (and ``companion``, ``eventstore.devnode``) read the
+plain text. ``python -m relocator`` (and ``companion``, ``devnode``) read the
 same settings as ``riak-events`` from ``RIAK_EVENTS_LOG_LEVEL`` and
 ``RIAK_EVENTS_LOG_FORMAT`` (:func:`configure_from_environment`).
 """

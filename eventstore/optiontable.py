@@ -1,7 +1,7 @@
 """A daemon's options, each declared once: name, type, default, bounds, help, env variable.
 
 Each daemon declares one :class:`OptionTable` (``companion/options.py``,
-``relocator/options.py``, ``eventstore/devnode/options.py``). Everything else follows
+``relocator/options.py``, ``devnode/options.py``). Everything else follows
 from it, so an option is added, renamed or re-bounded in one place:
 
 - the TOML loader: :meth:`OptionTable.parse` checks every table and key of a file

@@ -23,9 +23,9 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+from devnode.testing import free_port
 from eventstore import sereal, zkpaths
 from eventstore.blob import unpack_blob
-from eventstore.devnode.testing import free_port
 from eventstore.names import parse_metadata
 from eventstore.process_harness import ServerProcess, environment_without
 from eventstore.riak import NotFound, RiakClient

@@ -26,7 +26,7 @@ from typing import Any
 
 import pytest
 
-from eventstore.devnode.testing import DevnodeProcess
+from devnode.testing import DevnodeProcess
 from eventstore.riak import Retry, RiakClient
 from relocator.testing import RelocatorProcess, ZooKeeperProcess, zookeeper_available
 

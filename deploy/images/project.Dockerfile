@@ -31,6 +31,7 @@ print('\n'.join(p['dependencies'] + p['optional-dependencies']['zookeeper']))" >
     && /opt/riak-events/bin/pip install -q --no-cache-dir -r /tmp/deps.txt
 COPY README.md ./
 COPY eventstore eventstore
+COPY devnode devnode
 COPY relocator relocator
 COPY companion companion
 COPY substreams substreams

@@ -1,5 +1,5 @@
 %% @doc Routing of one metadata write (pure, given a ring view): which node gets which
-%% chunk keys. The Erlang twin of eventstore/devnode/routing.py.
+%% chunk keys. The Erlang twin of devnode/routing.py.
 %%
 %% <ol>
 %% <li>Parse the metadata key `<epoch>-<dc>'; a bad key rejects the write.</li>

@@ -1,6 +1,6 @@
 %% @doc The shared breaker vectors (tests/vectors/hook_breaker.json): riak_events_breaker
 %% must give each step's result, state and failure count. The devnode's Python twin
-%% (eventstore/devnode/breaker.py) reads the same file (tests/unit/devnode/test_riak_hook_breaker.py).
+%% (devnode/breaker.py) reads the same file (tests/unit/devnode/test_riak_hook_breaker.py).
 -module(riak_events_breaker_vectors_tests).
 
 -include("riak_events_test.hrl").

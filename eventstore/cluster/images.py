@@ -32,6 +32,7 @@ PROJECT_INPUTS = (
     "setup.py",
     "README.md",
     "eventstore",
+    "devnode",
     "relocator",
     "companion",
     "substreams",

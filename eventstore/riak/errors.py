@@ -58,7 +58,7 @@ class NotFound(RiakError):
 class BucketTypeNotFound(RiakError):
     """The bucket type named in the request does not exist (or is not active).
 
-    Riak 3.2 says so in three ways (see eventstore/devnode/DESIGN.md, "Unknown bucket
+    Riak 3.2 says so in three ways (see devnode/DESIGN.md, "Unknown bucket
     types"): object requests answer 404 ``Unknown bucket type: T``; a GET of props
     answers webmachine's plain 404 page; a PUT of props answers 400 with riak_core's
     reason as a JSON string (``"undefined"``, ``"no_type"``, ``"not_active"``).

@@ -16,7 +16,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from eventstore.devnode.testing import free_port
+from devnode.testing import free_port
 from eventstore.riak import (
     BadRequest,
     BucketTypeNotFound,
@@ -207,7 +207,7 @@ def test_unknown_bucket_type(riak: RiakClient, bucket: str) -> None:
 
 
 def test_unknown_bucket_type_on_every_request(riak: RiakClient, bucket: str) -> None:
-    # Riak answers these three ways (eventstore/devnode/DESIGN.md, "Unknown bucket
+    # Riak answers these three ways (devnode/DESIGN.md, "Unknown bucket
     # types"); nothing may be created by any of them.
     calls: list[Callable[[], object]] = [
         lambda: riak.put("no_such_type_x", bucket, "k", b"v"),

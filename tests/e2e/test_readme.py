@@ -49,7 +49,7 @@ from pathlib import Path
 
 import pytest
 
-from eventstore.devnode.testing import free_port
+from devnode.testing import free_port
 from eventstore.process_harness import ServerProcess, environment_without
 from relocator.testing import ZooKeeperProcess, zookeeper_available
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from eventstore.devnode.testing import DevnodeProcess, free_port
+from devnode.testing import DevnodeProcess, free_port
 from eventstore.riak import RiakClient
 from relocator.testing import RelocatorProcess, stored_events, write_config
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from eventstore.devnode.testing import DevnodeProcess, free_port
+from devnode.testing import DevnodeProcess, free_port
 from eventstore.process_harness import environment_without
 from relocator.testing import write_config
 

@@ -44,7 +44,7 @@ import consumer_lib.substream
 import consumer_lib.tail
 from companion.testing import CompanionProcess, start_stack
 from consumer_lib import EventsClient
-from eventstore.devnode.testing import DevnodeProcess, free_port
+from devnode.testing import DevnodeProcess, free_port
 from eventstore.process_harness import environment_without
 from eventstore.riak import Retry, RiakClient
 from relocator.testing import AckedSender, RelocatorProcess, ZooKeeperProcess, write_config

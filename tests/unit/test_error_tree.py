@@ -22,23 +22,23 @@ import pytest
 import eventstore.errors
 from companion.errors import CompanionError
 from consumer_lib.errors import ConsumerError
+from devnode.errors import DevnodeError
 from devstack.errors import DevStackError
 from eventstore.cluster.errors import ClusterError
-from eventstore.devnode.errors import DevnodeError
 from eventstore.errors import EventStoreError, RiakEventsError
 from eventstore.riak.errors import RiakError
 from eventstore.sereal.errors import SerealError
 from relocator.errors import RelocatorError
 from substreams.errors import SoftTimeout, SubstreamError
 
-PACKAGES = ("eventstore", "relocator", "companion", "substreams", "consumer_lib", "devstack")
+PACKAGES = ("eventstore", "devnode", "relocator", "companion", "substreams", "consumer_lib", "devstack")
 
 #: Package -> its one root. A class belongs to the deepest package listed here whose
 #: name prefixes its module (``eventstore.sereal.pure.variant`` -> ``eventstore.sereal``).
 PACKAGE_ROOTS: dict[str, type[BaseException]] = {
     "eventstore": EventStoreError,
     "eventstore.riak": RiakError,
-    "eventstore.devnode": DevnodeError,
+    "devnode": DevnodeError,
     "eventstore.sereal": SerealError,
     "eventstore.cluster": ClusterError,
     "relocator": RelocatorError,

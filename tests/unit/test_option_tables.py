@@ -23,9 +23,9 @@ import tomllib
 
 from companion.options import OPTIONS as COMPANION
 from companion.settings import load as load_companion
+from devnode.options import OPTIONS as DEVNODE
+from devnode.settings import load as load_devnode
 from eventstore.cli import main
-from eventstore.devnode.options import OPTIONS as DEVNODE
-from eventstore.devnode.settings import load as load_devnode
 from eventstore.optiontable import Option, OptionTable, Section, toml_value
 from eventstore.settings import SettingsError
 from relocator.options import OPTIONS as RELOCATOR
@@ -91,7 +91,7 @@ DAEMONS = {
     ),
     "devnode": Daemon(
         DEVNODE,
-        REPO / "eventstore" / "devnode" / "example-config.toml",
+        REPO / "devnode" / "example-config.toml",
         lambda config: load_devnode(config, data_dir=None if _has_data_dir(config) else _DATA_DIR),
         _devnode_value,
         frozenset({"--config"}),

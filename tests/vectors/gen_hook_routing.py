@@ -1,6 +1,6 @@
 """Generate hook_routing.json: shared vectors for the post-commit hook's routing.
 
-Both the devnode's Python twin (eventstore/devnode/routing.py) and the Erlang hook
+Both the devnode's Python twin (devnode/routing.py) and the Erlang hook
 (erlang_hooks/) must route every case here identically. Expected groups are computed
 from the ring's preflists directly (not through routing.py), so the vectors test it.
 

@@ -26,7 +26,7 @@ from companion.audit_check import AuditAnswer
 from companion.audit_cursor import CursorFile, DcCursor, read_audit_status
 from companion.auditor import Auditor, SeenDcs
 from companion.settings import CompanionSettings
-from eventstore.devnode.testing import DevnodeProcess
+from devnode.testing import DevnodeProcess
 from eventstore.names import ChunkKey, MetadataKey, Namespaces, format_metadata
 from eventstore.riak import Retry, RiakClient
 from eventstore.riak.settings import RiakSettings

@@ -9,8 +9,8 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+from devnode.testing import DevnodeProcess
 from eventstore.blob import pack_blob
-from eventstore.devnode.testing import DevnodeProcess
 from eventstore.names import ChunkKey, format_metadata
 from eventstore.riak import RiakClient
 from substreams.examples import web_5xx

@@ -18,7 +18,7 @@ from urllib.parse import urlsplit
 from companion.settings import CompanionSettings
 from companion.signals import EngineSignals
 from companion.writer import ResultWriter
-from eventstore.devnode.testing import DevnodeProcess
+from devnode.testing import DevnodeProcess
 from eventstore.names import ChunkKey
 from eventstore.riak import RiakClient
 from eventstore.riak.settings import RiakSettings

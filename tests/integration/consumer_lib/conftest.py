@@ -7,7 +7,7 @@ from collections.abc import Iterator
 import pytest
 
 from consumer_lib import EventsClient
-from eventstore.devnode.testing import DevnodeProcess
+from devnode.testing import DevnodeProcess
 from eventstore.riak import RiakClient
 
 

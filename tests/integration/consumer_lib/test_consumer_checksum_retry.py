@@ -14,8 +14,8 @@ from consumer_helpers import sample_spec, write_epoch
 from prometheus_client import REGISTRY
 
 from consumer_lib import ChunkCorrupt, ConsumerError, EventsClient
+from devnode.testing import DevnodeProcess
 from eventstore.blob import pack_blob
-from eventstore.devnode.testing import DevnodeProcess
 from eventstore.names import ChunkKey
 from eventstore.riak import RiakClient
 

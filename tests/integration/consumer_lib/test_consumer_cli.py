@@ -10,7 +10,7 @@ from pathlib import Path
 
 from consumer_helpers import sample_spec, write_epoch
 
-from eventstore.devnode.testing import DevnodeProcess
+from devnode.testing import DevnodeProcess
 from eventstore.riak import RiakClient
 
 E0 = 1_700_000_400

@@ -15,7 +15,7 @@ from consumer_lib import (
     InvalidArgument,
     StoreUnavailable,
 )
-from eventstore.devnode.testing import free_port
+from devnode.testing import free_port
 from eventstore.riak import RiakClient
 
 E0 = 1_700_000_000

@@ -19,7 +19,7 @@ import pytest
 from consumer_helpers import sample_spec, write_epoch
 
 from consumer_lib import EventsClient, SubstreamNotFound
-from eventstore.devnode.testing import DevnodeProcess
+from devnode.testing import DevnodeProcess
 from eventstore.names import ChunkKey
 from eventstore.riak import RiakClient
 from substreams.results import error_value, ok_value

@@ -11,7 +11,7 @@ from collections import Counter
 from pathlib import Path
 
 from consumer_lib import EventsClient
-from eventstore.devnode.testing import DevnodeProcess, free_port
+from devnode.testing import DevnodeProcess, free_port
 from relocator.testing import AckedSender, RelocatorProcess, write_config
 
 #: Seconds behind real time: above the relocator's restart and recovery time, so a

@@ -12,7 +12,7 @@ import pytest
 from consumer_helpers import write_epoch
 
 from consumer_lib import DiscoveryFailed, EventsClient, PluginNotFound
-from eventstore.devnode.testing import DevnodeProcess, free_port
+from devnode.testing import DevnodeProcess, free_port
 from eventstore.riak import RiakClient
 from relocator.testing import ZooKeeperProcess
 from substreams.registry import publish

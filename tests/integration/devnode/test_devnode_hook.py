@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from eventstore.devnode.testing import DevnodeProcess, free_port
+from devnode.testing import DevnodeProcess, free_port
 from eventstore.riak import RiakClient
 from eventstore.ring import Ring
 

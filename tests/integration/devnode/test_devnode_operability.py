@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from eventstore.devnode.defaults import MAX_PROPS_BYTES, MAX_PROPS_DEPTH
-from eventstore.devnode.testing import DevnodeProcess, free_port
+from devnode.defaults import MAX_PROPS_BYTES, MAX_PROPS_DEPTH
+from devnode.testing import DevnodeProcess, free_port
 from eventstore.process_harness import environment_without
 from eventstore.riak import NotFound, RiakClient, TooLarge
 
@@ -189,7 +189,7 @@ def test_second_devnode_on_one_data_dir_is_refused(
     first.start()
     with RiakClient([first.url]) as riak:
         riak.put("events", "lock", "k", b"kept")
-    argv = [sys.executable, "-m", "eventstore.devnode", "--data-dir", str(data)]
+    argv = [sys.executable, "-m", "devnode", "--data-dir", str(data)]
     second = subprocess.run(
         [*argv, "--listen", f"127.0.0.1:{free_port()}"],
         capture_output=True,

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from eventstore.devnode.testing import DevnodeProcess
+from devnode.testing import DevnodeProcess
 from eventstore.riak import BadRequest, NotFound, RiakClient
 
 

@@ -2,7 +2,7 @@
 and the client maps every one of those answers to BucketTypeNotFound.
 
 What Riak answers, and the source files it was read from, is in
-eventstore/devnode/DESIGN.md ("Unknown bucket types").
+devnode/DESIGN.md ("Unknown bucket types").
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from typing import NamedTuple
 
 import pytest
 
-from eventstore.devnode.errors import WEBMACHINE_404_PAGE
-from eventstore.devnode.testing import DevnodeProcess
+from devnode.errors import WEBMACHINE_404_PAGE
+from devnode.testing import DevnodeProcess
 from eventstore.riak import BadRequest, BucketTypeNotFound, RiakClient
 
 JSON = {"Content-Type": "application/json"}

@@ -21,11 +21,11 @@ from typing import Any
 import httpx
 import pytest
 
+from devnode.testing import DevnodeProcess, free_port
 from devstack.stack import Ports, ports_in_use
 from devstack.state import read_state
 from devstack.testing import context_file_for, group_alive, riak_events, run_dev
 from eventstore.blob import pack_blob
-from eventstore.devnode.testing import DevnodeProcess, free_port
 from eventstore.process_harness import environment_without
 from eventstore.riak import NotFound, RiakClient
 from relocator.producer import TcpEmitter

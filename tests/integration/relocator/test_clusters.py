@@ -7,7 +7,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from eventstore.devnode.testing import DevnodeProcess, free_port
+from devnode.testing import DevnodeProcess, free_port
 from eventstore.riak import Retry, RiakClient
 from relocator.testing import AckedSender, RelocatorProcess, stored_events, write_config
 

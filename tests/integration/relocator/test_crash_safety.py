@@ -9,8 +9,8 @@ import random
 import time
 from pathlib import Path
 
+from devnode.testing import DevnodeProcess, free_port
 from eventstore import sereal
-from eventstore.devnode.testing import DevnodeProcess, free_port
 from eventstore.riak import RiakClient
 from relocator.testing import AckedSender, RelocatorProcess, stored_events, write_config
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from eventstore.devnode.testing import DevnodeProcess, free_port
+from devnode.testing import DevnodeProcess, free_port
 from eventstore.riak import RiakClient
 from relocator.daemon import Relocator
 from relocator.producer import TcpEmitter, UdpEmitter

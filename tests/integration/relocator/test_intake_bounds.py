@@ -10,8 +10,8 @@ from pathlib import Path
 
 import zstandard
 
+from devnode.testing import DevnodeProcess, free_port
 from eventstore import sereal
-from eventstore.devnode.testing import DevnodeProcess, free_port
 from eventstore.riak import RiakClient
 from eventstore.sereal import compression
 from relocator.testing import RelocatorProcess, stored_events, write_config

@@ -7,8 +7,8 @@ import socket
 import time
 from pathlib import Path
 
+from devnode.testing import DevnodeProcess, free_port
 from eventstore import sereal
-from eventstore.devnode.testing import DevnodeProcess, free_port
 from eventstore.riak import RiakClient
 from relocator.journal import Gap, Record, scan_records
 from relocator.testing import RelocatorProcess, stored_events, write_config

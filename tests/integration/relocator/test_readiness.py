@@ -12,7 +12,7 @@ import json
 import time
 from pathlib import Path
 
-from eventstore.devnode.testing import DevnodeProcess, free_port
+from devnode.testing import DevnodeProcess, free_port
 from relocator.testing import (
     RelocatorProcess,
     hiding_modules,

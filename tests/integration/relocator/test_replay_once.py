@@ -23,7 +23,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from eventstore.devnode.testing import DevnodeProcess, free_port
+from devnode.testing import DevnodeProcess, free_port
 from eventstore.riak import RiakClient
 from relocator.producer import TcpEmitter
 from relocator.testing import RelocatorProcess, stored_events, write_config

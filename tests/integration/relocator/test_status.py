@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from eventstore.devnode.testing import DevnodeProcess
+from devnode.testing import DevnodeProcess
 from eventstore.riak import RiakClient
 from relocator.aggregator import Group
 from relocator.batch import Batch

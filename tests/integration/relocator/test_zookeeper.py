@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from devnode.testing import DevnodeProcess, free_port
 from eventstore import sereal
-from eventstore.devnode.testing import DevnodeProcess, free_port
 from eventstore.riak import RiakClient
 from relocator.testing import RelocatorProcess, ZooKeeperProcess, stored_events, write_config
 

@@ -24,7 +24,7 @@ from typing import Any
 
 from kazoo.client import KazooClient
 
-from eventstore.devnode.testing import DevnodeProcess, free_port
+from devnode.testing import DevnodeProcess, free_port
 from eventstore.riak import RiakClient
 from relocator.daemon import Relocator
 from relocator.settings import load

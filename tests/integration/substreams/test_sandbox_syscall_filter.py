@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from eventstore.devnode.testing import DevnodeProcess
+from devnode.testing import DevnodeProcess
 from eventstore.riak import NotFound, RiakClient
 from substreams.api import Context, Substream
 from substreams.loader import load_file

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from eventstore.devnode.buckets import BucketRegistry, resolve_quorum, validate_props
-from eventstore.devnode.errors import InvalidProps, UnknownBucketType
+from devnode.buckets import BucketRegistry, resolve_quorum, validate_props
+from devnode.errors import InvalidProps, UnknownBucketType
 
 
 def test_props_validation_and_merging() -> None:

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from eventstore.devnode.bodies import parse_json
-from eventstore.devnode.errors import InvalidRequest
-from eventstore.devnode.metrics import path_kind
+from devnode.bodies import parse_json
+from devnode.errors import InvalidRequest
+from devnode.metrics import path_kind
 
 
 @pytest.mark.parametrize(

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from eventstore.devnode import records
-from eventstore.devnode.errors import InvalidRequest
-from eventstore.devnode.records import StoredObject
+from devnode import records
+from devnode.errors import InvalidRequest
+from devnode.records import StoredObject
 
 
 def test_record_round_trip() -> None:

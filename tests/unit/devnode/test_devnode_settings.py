@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from eventstore.devnode import defaults
-from eventstore.devnode.settings import load
+from devnode import defaults
+from devnode.settings import load
 from eventstore.settings import SettingsError
 
 

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from eventstore.devnode import records
-from eventstore.devnode.records import StoredObject
-from eventstore.devnode.store import ObjectStore
+from devnode import records
+from devnode.records import StoredObject
+from devnode.store import ObjectStore
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""The hook twin's circuit breaker (eventstore.devnode.breaker) against the shared vectors.
+"""The hook twin's circuit breaker (devnode.breaker) against the shared vectors.
 
 ``tests/vectors/hook_breaker.json`` is also read by the Erlang hook's EUnit suite
 (``erlang_hooks/test/riak_events_breaker_vectors_tests.erl``), so both breakers give the
@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from eventstore.devnode.breaker import Breaker, BreakerState
+from devnode.breaker import Breaker, BreakerState
 
 VECTORS = json.loads((Path(__file__).parents[2] / "vectors" / "hook_breaker.json").read_text())
 

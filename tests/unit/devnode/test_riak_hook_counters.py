@@ -1,7 +1,7 @@
 """One set of counter names for the two hooks, listed once in erlang_hooks/README.md.
 
 The Erlang hook's counters are the names of ``riak_events_stats:names/0``; the devnode
-twin's are the fields of :class:`eventstore.devnode.hook.HookCounters`. The README's
+twin's are the fields of :class:`devnode.hook.HookCounters`. The README's
 table ("Operate") lists every Erlang counter once and marks the ones the twin keeps:
 this test fails when a hook counts something the table does not say, or under another
 name.
@@ -13,7 +13,7 @@ import re
 from dataclasses import fields
 from pathlib import Path
 
-from eventstore.devnode.hook import HookCounters
+from devnode.hook import HookCounters
 
 ROOT = Path(__file__).parents[3]
 GAUGES = {"backlog", "queue_len", "in_flight", "queue_max"}

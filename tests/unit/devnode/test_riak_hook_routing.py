@@ -1,4 +1,4 @@
-"""The hook's routing (eventstore.devnode.routing) against the shared vectors."""
+"""The hook's routing (devnode.routing) against the shared vectors."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from eventstore.devnode.routing import route
+from devnode.routing import route
 from eventstore.errors import InvalidKey, InvalidMetadataValue
 from eventstore.names import ChunkKey
 from eventstore.ring import Ring

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from companion import settings as companion_settings
+from devnode import settings as devnode_settings
 from eventstore.cluster import images
 from eventstore.cluster import topology as topo
-from eventstore.devnode import settings as devnode_settings
 from relocator import settings as relocator_settings
 
 
@@ -131,3 +131,14 @@ def test_every_file_an_image_copies_is_in_its_hash(
         s for s in sources if not any(s == i or s.startswith(i.rstrip("/") + "/") for i in inputs)
     ]
     assert uncovered == []
+
+
+def test_the_project_image_copies_every_package_the_runtime_imports() -> None:
+    # A package moved to the top level but not copied (devnode, once) is missing from
+    # the wheel the image installs: every daemon in it fails at import.
+    root = Path(__file__).resolve().parents[3]
+    text = (root / "deploy/images/project.Dockerfile").read_text()
+    copied = {line.split()[1] for line in text.splitlines() if line.startswith("COPY ")}
+    runtime = {"eventstore", "devnode", "relocator", "companion", "substreams", "consumer_lib"}
+    assert runtime <= copied, sorted(runtime - copied)
+    assert runtime <= set(images.PROJECT_INPUTS)

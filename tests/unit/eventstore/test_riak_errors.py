@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from eventstore.devnode.errors import WEBMACHINE_404_PAGE
+from devnode.errors import WEBMACHINE_404_PAGE
 from eventstore.errors import EventStoreError
 from eventstore.riak.errors import (
     BadRequest,

@@ -15,7 +15,7 @@ from urllib.parse import unquote
 import pytest
 
 from consumer_lib.spark.fetch import PipelineBroken, get_all, pipelined_get
-from eventstore.devnode.testing import DevnodeProcess, free_port
+from devnode.testing import DevnodeProcess, free_port
 from eventstore.riak import RiakClient
 from eventstore.riak.errors import RiakError
 from eventstore.riak.retry import Retry

@@ -20,8 +20,8 @@ from click.testing import CliRunner
 
 from consumer_lib import EventsClient
 from consumer_lib.spark import load_events, load_substream, register
+from devnode.testing import DevnodeProcess
 from eventstore.blob import pack_blob
-from eventstore.devnode.testing import DevnodeProcess
 from eventstore.names import ChunkKey, MetadataKey, Namespaces, format_metadata
 from eventstore.riak import RiakClient
 from substreams.results import read_result

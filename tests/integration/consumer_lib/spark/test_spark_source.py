@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 
+from devnode.testing import DevnodeProcess
 from eventstore import sereal
 from eventstore.blob import verify_postfix
-from eventstore.devnode.testing import DevnodeProcess
 from eventstore.names import ChunkKey, MetadataKey, format_metadata, parse_metadata
 from eventstore.riak import RiakClient
 from eventstore.riak.errors import NotFound

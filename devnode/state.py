@@ -13,11 +13,11 @@ import time
 from concurrent.futures import Future
 from typing import Any, TypeVar
 
-from eventstore.devnode.buckets import BucketRegistry, validate_props
-from eventstore.devnode.errors import InvalidProps
-from eventstore.devnode.hook import HookDispatcher
-from eventstore.devnode.settings import DevnodeSettings
-from eventstore.devnode.store import ObjectStore
+from devnode.buckets import BucketRegistry, validate_props
+from devnode.errors import InvalidProps
+from devnode.hook import HookDispatcher
+from devnode.settings import DevnodeSettings
+from devnode.store import ObjectStore
 from eventstore.ring import Ring
 
 log = logging.getLogger(__name__)

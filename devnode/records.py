@@ -18,7 +18,7 @@ import json
 import struct
 from dataclasses import dataclass
 
-from eventstore.devnode.errors import InvalidRequest
+from devnode.errors import InvalidRequest
 
 FORMAT_VERSION = 1
 FLAG_TOMBSTONE = 0x01

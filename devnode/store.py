@@ -42,9 +42,9 @@ from typing import Any, TypeVar
 
 import lmdb
 
-from eventstore.devnode import records
-from eventstore.devnode.errors import StoreFailure
-from eventstore.devnode.records import StoredObject
+from devnode import records
+from devnode.errors import StoreFailure
+from devnode.records import StoredObject
 
 log = logging.getLogger(__name__)
 

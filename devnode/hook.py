@@ -9,7 +9,7 @@ which only does a non-blocking put into a bounded queue (full: the write is coun
 ``dropped`` and nothing else happens; else ``received``). ``workers`` threads take
 writes from the queue, route them (``routing.route``) and POST each group as JSON to
 ``<companion URL><path>`` with a short timeout, one attempt, unless that companion's
-circuit breaker (:mod:`eventstore.devnode.breaker`, the Erlang hook's, with its
+circuit breaker (:mod:`devnode.breaker`, the Erlang hook's, with its
 ``breaker_failures`` and ``breaker_cooldown_ms``) is open. A 2xx answer counts
 ``posted``; anything else ``failed`` (of which ``timeouts``).
 
@@ -42,9 +42,9 @@ from collections.abc import Callable, Collection
 from dataclasses import asdict, dataclass
 from urllib.parse import urlsplit
 
-from eventstore.devnode.breaker import Breaker, monotonic_ms
-from eventstore.devnode.routing import route
-from eventstore.devnode.settings import HookSettings
+from devnode.breaker import Breaker, monotonic_ms
+from devnode.routing import route
+from devnode.settings import HookSettings
 from eventstore.errors import InvalidName
 from eventstore.keygroup import KeyGroup
 from eventstore.ring import Ring

@@ -13,8 +13,8 @@ from __future__ import annotations
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
 
-from eventstore.devnode.metrics import exposition
-from eventstore.devnode.state import Devnode
+from devnode.metrics import exposition
+from devnode.state import Devnode
 
 
 async def healthz(request: Request) -> Response:

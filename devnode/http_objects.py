@@ -32,17 +32,17 @@ from urllib.parse import unquote_to_bytes
 from starlette.requests import Request
 from starlette.responses import Response
 
-from eventstore.devnode import records
-from eventstore.devnode.bodies import read_body
-from eventstore.devnode.buckets import is_quorum, resolve_quorum
-from eventstore.devnode.errors import (
+from devnode import records
+from devnode.bodies import read_body
+from devnode.buckets import is_quorum, resolve_quorum
+from devnode.errors import (
     ConditionNotMet,
     InvalidRequest,
     ObjectNotFound,
     UnsupportedMediaType,
 )
-from eventstore.devnode.records import StoredObject
-from eventstore.devnode.state import Devnode
+from devnode.records import StoredObject
+from devnode.state import Devnode
 
 _BASE62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
 _META_PREFIX = "x-riak-meta-"

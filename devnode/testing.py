@@ -1,6 +1,6 @@
 """A harness that runs a real devnode process, for tests and benchmarks.
 
-It picks a free loopback port, starts ``python -m eventstore.devnode`` as a subprocess
+It picks a free loopback port, starts ``python -m devnode`` as a subprocess
 with its log in a file, waits until ``/ping`` answers, and stops it with SIGTERM (then
 SIGKILL); see :mod:`eventstore.process_harness`. ``log_text()`` returns the log so a
 failing test can show it.
@@ -57,7 +57,7 @@ class DevnodeProcess(ServerProcess):
             RuntimeError: it exited or did not answer in time; the message holds its log.
         """
         self.data_dir.mkdir(parents=True, exist_ok=True)
-        argv = [*self._wrapper, self._python, "-m", "eventstore.devnode"]
+        argv = [*self._wrapper, self._python, "-m", "devnode"]
         argv += ["--data-dir", str(self.data_dir), "--listen", f"{self.host}:{self.port}"]
         if self.config is not None:
             argv += ["--config", str(self.config)]

@@ -4,13 +4,13 @@ The loader (``settings.py``), the command line (``cli.py``), the environment var
 and ``example-config.toml`` follow from this table; the reasons for the defaults are in
 ``defaults.py``. Regenerate the example after a change here::
 
-    python -m eventstore.optiontable eventstore.devnode.options \\
-        > eventstore/devnode/example-config.toml
+    python -m eventstore.optiontable devnode.options \\
+        > devnode/example-config.toml
 """
 
 from __future__ import annotations
 
-from eventstore.devnode import defaults
+from devnode import defaults
 from eventstore.optiontable import Kind, Option, OptionTable, Section
 from eventstore.settings import SettingsError, parse_listen
 
@@ -62,8 +62,8 @@ OPTIONS = OptionTable(
     "devnode",
     header=(
         "riak-events devnode: annotated example configuration (generated from "
-        "eventstore/devnode/options.py; every table and key optional, defaults shown).\n"
-        "Run:  riak-events devnode --config eventstore/devnode/example-config.toml\n"
+        "devnode/options.py; every table and key optional, defaults shown).\n"
+        "Run:  riak-events devnode --config devnode/example-config.toml\n"
         "Each [flag, $VARIABLE] in brackets overrides the key from the command line or "
         "the environment (--config: $RIAK_EVENTS_DEVNODE_CONFIG). Relative paths in this "
         "file are relative to its directory."
@@ -82,7 +82,7 @@ OPTIONS = OptionTable(
         Section(
             "bucket_types",
             help="Merged over the built-in events, epochs and substreams types "
-            "(eventstore/devnode/defaults.py). expiry_s: 0, or absent for a new type: "
+            "(devnode/defaults.py). expiry_s: 0, or absent for a new type: "
             "never expires; props: Riak bucket props.",
             free_form=_BUCKET_TYPES,
         ),

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from eventstore.devnode.errors import InvalidProps, UnknownBucketType
+from devnode.errors import InvalidProps, UnknownBucketType
 
 DEFAULT_TYPE = "default"
 

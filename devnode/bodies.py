@@ -17,7 +17,7 @@ from typing import Any
 
 from starlette.requests import Request
 
-from eventstore.devnode.errors import EntityTooLarge, InvalidRequest
+from devnode.errors import EntityTooLarge, InvalidRequest
 
 
 async def read_body(request: Request, limit: int, what: str) -> bytes:

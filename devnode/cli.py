@@ -17,9 +17,9 @@ from pathlib import Path
 import click
 import uvicorn
 
-from eventstore.devnode.app import create_app
-from eventstore.devnode.options import OPTIONS
-from eventstore.devnode.settings import load
+from devnode.app import create_app
+from devnode.options import OPTIONS
+from devnode.settings import load
 from eventstore.dirlock import DirectoryLocked, lock_directory
 from eventstore.settings import SettingsError
 
@@ -32,8 +32,7 @@ log = logging.getLogger(__name__)
 @click.option(
     "--config",
     type=click.Path(exists=True, dir_okay=False, path_type=Path),
-    help="TOML file: ring, companions, hook, bucket types "
-    "(see eventstore/devnode/example-config.toml).",
+    help="TOML file: ring, companions, hook, bucket types (see devnode/example-config.toml).",
 )
 def devnode(data_dir: str | None, listen: str | None, config: Path | None) -> None:
     """Serve Riak's HTTP API subset on one node, without replication (dev and CI only)."""

@@ -2,7 +2,7 @@
 table, one lifespan.
 
 The lifespan locks the data directory (unless the caller already holds its lock), opens
-the :class:`~eventstore.devnode.state.Devnode` (store, props, ring, hook workers), runs
+the :class:`~devnode.state.Devnode` (store, props, ring, hook workers), runs
 the periodic purge of expired objects and old tombstones, and closes everything on
 shutdown (queued writes are committed before the store closes, the lock is released
 last).
@@ -23,11 +23,11 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from eventstore.devnode import http_admin, http_objects, http_ops
-from eventstore.devnode.errors import WEBMACHINE_404_PAGE, DevnodeError, ObjectNotFound
-from eventstore.devnode.metrics import RequestCounts, RequestMetrics, registry_for
-from eventstore.devnode.settings import DevnodeSettings
-from eventstore.devnode.state import Devnode
+from devnode import http_admin, http_objects, http_ops
+from devnode.errors import WEBMACHINE_404_PAGE, DevnodeError, ObjectNotFound
+from devnode.metrics import RequestCounts, RequestMetrics, registry_for
+from devnode.settings import DevnodeSettings
+from devnode.state import Devnode
 from eventstore.dirlock import DirectoryLock, lock_directory
 
 log = logging.getLogger(__name__)

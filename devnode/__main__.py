@@ -1,10 +1,10 @@
-"""``python -m eventstore.devnode``: the same command as ``riak-events devnode``."""
+"""``python -m devnode``: the same command as ``riak-events devnode``."""
 
 from __future__ import annotations
 
 import os
 
-from eventstore.devnode.cli import devnode
+from devnode.cli import devnode
 from eventstore.logformat import configure_from_environment
 
 if __name__ == "__main__":

@@ -1,5 +1,5 @@
 """The devnode's Prometheus metrics: requests counted by a middleware, the rest read from
-the running :class:`~eventstore.devnode.state.Devnode` at each scrape.
+the running :class:`~devnode.state.Devnode` at each scrape.
 
 Exposed at ``GET /metrics`` from a registry of the app's own (no global state), by one
 collector that turns the counts the devnode already keeps (those of ``/stats``) into
@@ -29,7 +29,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from eventstore.devnode.state import Devnode
+from devnode.state import Devnode
 
 _METHODS = frozenset({"GET", "HEAD", "PUT", "POST", "DELETE"})
 _NODE_PATHS = {

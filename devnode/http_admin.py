@@ -18,16 +18,16 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 
 import eventstore
-from eventstore.devnode.bodies import parse_json, read_body
-from eventstore.devnode.buckets import DEFAULT_TYPE
-from eventstore.devnode.defaults import MAX_PROPS_DEPTH
-from eventstore.devnode.errors import (
+from devnode.bodies import parse_json, read_body
+from devnode.buckets import DEFAULT_TYPE
+from devnode.defaults import MAX_PROPS_DEPTH
+from devnode.errors import (
     InvalidRequest,
     PropsNotSet,
     ResourceNotFound,
     UnsupportedMediaType,
 )
-from eventstore.devnode.state import Devnode
+from devnode.state import Devnode
 
 
 async def ping(request: Request) -> Response:

@@ -9,7 +9,7 @@ hook. See ``DESIGN.md`` beside this file.
 
 from __future__ import annotations
 
-from eventstore.devnode.app import create_app
-from eventstore.devnode.settings import DevnodeSettings, load
+from devnode.app import create_app
+from devnode.settings import DevnodeSettings, load
 
 __all__ = ["DevnodeSettings", "create_app", "load"]

@@ -15,10 +15,10 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from eventstore.devnode import defaults
-from eventstore.devnode.buckets import DEFAULT_TYPE, validate_props
-from eventstore.devnode.errors import InvalidProps
-from eventstore.devnode.options import OPTIONS
+from devnode import defaults
+from devnode.buckets import DEFAULT_TYPE, validate_props
+from devnode.errors import InvalidProps
+from devnode.options import OPTIONS
 from eventstore.settings import SettingsError, parse_listen, read_toml, table, unknown_keys
 
 
@@ -77,7 +77,7 @@ def load(
 ) -> DevnodeSettings:
     """Build the settings from the defaults, the TOML file and the CLI options.
 
-    Every key and bound is declared once in :data:`eventstore.devnode.options.OPTIONS`.
+    Every key and bound is declared once in :data:`devnode.options.OPTIONS`.
 
     Args:
         config: the TOML file, or ``None`` for the defaults alone.

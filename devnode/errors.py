@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 
-from eventstore.errors import EventStoreError
+from eventstore.errors import RiakEventsError
 
 #: The page webmachine's default error handler renders for a 404 without a body of its
 #: own (webmachine ``src/webmachine_error_handler.erl``); Riak installs no other handler.
@@ -22,9 +22,8 @@ WEBMACHINE_404_PAGE = (
 )
 
 
-class DevnodeError(EventStoreError):
-    """Root of the devnode's errors (an ``EventStoreError``). ``status`` is the HTTP
-    status it answers with."""
+class DevnodeError(RiakEventsError):
+    """Root of the devnode's errors. ``status`` is the HTTP status it answers with."""
 
     status: int = 500
     content_type: str = "text/plain"
