@@ -38,7 +38,7 @@ from chaos_system import NetNamespace, TmpfsMount, remove_stale_namespaces, syst
 
 from companion.testing import CompanionProcess
 from devnode.testing import DevnodeProcess, free_port
-from eventstore.process_harness import ServerProcess
+from fleet.harness import ServerProcess
 from relocator.testing import RelocatorProcess, ZooKeeperProcess, four_letter, write_config
 
 log = logging.getLogger("chaos.stack")

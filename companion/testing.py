@@ -31,8 +31,8 @@ from typing import Any
 from devnode.testing import DevnodeProcess, free_port
 from eventstore.blob import pack_blob
 from eventstore.names import ChunkKey, format_metadata
-from eventstore.process_harness import ServerProcess, environment_without
 from eventstore.riak import NotFound, Retry, RiakClient
+from fleet.harness import ServerProcess, environment_without
 from substreams.results import ResultRecord, read_result
 
 __all__ = [

@@ -2,7 +2,7 @@
 
 It picks a free loopback port, starts ``python -m devnode`` as a subprocess
 with its log in a file, waits until ``/ping`` answers, and stops it with SIGTERM (then
-SIGKILL); see :mod:`eventstore.process_harness`. ``log_text()`` returns the log so a
+SIGKILL); see :mod:`fleet.harness`. ``log_text()`` returns the log so a
 failing test can show it.
 """
 
@@ -14,7 +14,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from eventstore.process_harness import ServerProcess, environment_without
+from fleet.harness import ServerProcess, environment_without
 
 
 def free_port(host: str = "127.0.0.1") -> int:

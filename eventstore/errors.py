@@ -8,13 +8,14 @@ package has exactly one root, and every error of the package derives from it::
         EventStoreError        eventstore (this module)
             RiakError          eventstore.riak.errors
             SerealError        eventstore.sereal.errors (also a ValueError)
-            ClusterError       eventstore.cluster.errors
         DevnodeError           devnode.errors
         RelocatorError         relocator.errors
         CompanionError         companion.errors
         SubstreamError         substreams.errors
         ConsumerError          consumer_lib.errors
-        DevStackError          devstack.errors
+        FleetError             fleet.errors
+            ClusterError       fleet.cluster.errors
+            DevStackError      fleet.devstack.errors
 
 (checked by ``tests/unit/test_error_tree.py``, which also checks that no two of the
 project's exception classes share a name). The one exception that is not an error:

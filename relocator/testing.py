@@ -27,8 +27,8 @@ from devnode.testing import free_port
 from eventstore import sereal, zkpaths
 from eventstore.blob import unpack_blob
 from eventstore.names import parse_metadata
-from eventstore.process_harness import ServerProcess, environment_without
 from eventstore.riak import NotFound, RiakClient
+from fleet.harness import ServerProcess, environment_without
 from relocator.wire import ACK, LENGTH, encode_frame
 
 ZOOKEEPER_JARS = ("/usr/share/java/zookeeper.jar", "/usr/share/java/slf4j-simple.jar")

@@ -62,8 +62,9 @@ from eventstore.options import (
     json_option,
 )
 from eventstore.riak import NotFound, RiakClient
-from eventstore.system_status import companions_from_zookeeper, get_json
+from eventstore.statusjson import get_json
 from substreams.errors import RefillRefused
+from substreams.registry import live_companions
 from substreams.state import state_of
 
 __all__ = ["COMMANDS"]
@@ -113,7 +114,7 @@ def _companions(companions: tuple[str, ...], zookeeper: str | None, zk_root: str
             client.close()
             raise click.ClickException(f"ZooKeeper at {zookeeper}: {e}") from None
         try:
-            live = companions_from_zookeeper(client, zk_root)
+            live = live_companions(client, zk_root)
         finally:
             client.stop()
             client.close()

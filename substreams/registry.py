@@ -54,6 +54,7 @@ __all__ = [
     "Published",
     "RegistryEntry",
     "list_entries",
+    "live_companions",
     "node_reports",
     "publish",
     "registry_acl",
@@ -169,6 +170,33 @@ def _secure(client: Any, path: str, acl: list[Any]) -> None:
             log.info("registry: %s secured (was %s)", path, current)
 
 
+def live_companions(client: Any, root: str) -> dict[str, dict[str, Any]]:
+    """node -> its live znode's JSON (``node``, ``endpoints.companion``,
+    ``endpoints.riak``, ``health``, ``registry``); malformed znodes and those gone while
+    listed are left out.
+
+    Args:
+        client: a started kazoo client.
+        root: our ZooKeeper root.
+    """
+    from kazoo.exceptions import NoNodeError  # noqa: PLC0415 (optional dependency)
+
+    path = zkpaths.companions(root)
+    try:
+        children = sorted(client.get_children(path))
+    except NoNodeError:
+        return {}
+    found: dict[str, dict[str, Any]] = {}
+    for child in children:
+        try:
+            value = json.loads(client.get(f"{path}/{child}")[0])
+        except (NoNodeError, ValueError):
+            continue  # gone meanwhile, or not ours
+        if isinstance(value, dict):
+            found[child] = value
+    return found
+
+
 def node_reports(client: Any, *, root: str) -> dict[str, dict[str, Any]]:
     """What each live companion reports about its substreams and the registry.
 
@@ -177,24 +205,16 @@ def node_reports(client: Any, *, root: str) -> dict[str, dict[str, Any]]:
         "registry": {"installed": {file: version}, "rejected": {file: {...}}}}``,
         read from the companions' live znodes (nodes without ZooKeeper are not seen).
     """
-    from kazoo.exceptions import NoNodeError  # noqa: PLC0415
-
-    path = zkpaths.companions(root)
-    try:
-        children = sorted(client.get_children(path))
-    except NoNodeError:
-        return {}
     nodes: dict[str, dict[str, Any]] = {}
-    for child in children:
+    for child, info in live_companions(client, root).items():
         try:
-            info = json.loads(client.get(f"{path}/{child}")[0])
             health = info.get("health") or {}
             nodes[str(info.get("node", child))] = {
                 "substreams": dict(health.get("substreams") or {}),
                 "registry": dict(info.get("registry") or {}),
             }
-        except (NoNodeError, ValueError, TypeError, AttributeError):
-            continue  # gone meanwhile, or not ours
+        except (ValueError, TypeError, AttributeError):
+            continue  # not ours
     return nodes
 
 

@@ -36,6 +36,7 @@ COPY relocator relocator
 COPY companion companion
 COPY substreams substreams
 COPY consumer_lib consumer_lib
+COPY fleet fleet
 RUN /opt/riak-events/bin/pip wheel -q --no-cache-dir --no-deps --no-build-isolation \
         -w /wheels . \
     && /opt/riak-events/bin/pip install -q --no-cache-dir \

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from eventstore.cluster.engine import connect
+from fleet.cluster.engine import connect
 
 ROOT = Path(__file__).resolve().parents[2]
 

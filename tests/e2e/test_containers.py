@@ -1,6 +1,6 @@
 """A whole cluster in containers on a real engine, driven from the host.
 
-``riak-events cluster`` (eventstore/cluster) builds the images and brings up a devnode
+``riak-events cluster`` (fleet/cluster) builds the images and brings up a devnode
 whose ring maps three logical nodes to three companion containers (each on its own
 address), ZooKeeper and two relocators sharing a spool. From the host, acknowledged
 events go in through a relocator's published TCP port (``TcpEmitter``) and come back
@@ -29,10 +29,10 @@ import pytest
 
 from companion.testing import wait_for
 from consumer_lib import EventsClient
-from eventstore.cluster import topology as topo
-from eventstore.cluster.engine import PROJECT_LABEL, Cluster
-from eventstore.cluster.images import Builder
 from eventstore.riak import RiakClient
+from fleet.cluster import topology as topo
+from fleet.cluster.engine import PROJECT_LABEL, Cluster
+from fleet.cluster.images import Builder
 from relocator.producer import TcpEmitter
 
 pytestmark = [pytest.mark.timeout(1500)]

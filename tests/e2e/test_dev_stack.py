@@ -1,5 +1,5 @@
 """``riak-events dev up``: the whole local stack from one command, used as a plugin author
-would, then stopped with Ctrl-C leaving no process behind (devstack/DESIGN.md, promises
+would, then stopped with Ctrl-C leaving no process behind (fleet/devstack/DESIGN.md, promises
 1-3)."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ import uuid
 from pathlib import Path
 
 from consumer_lib import EventsClient
-from devstack.state import read_ended, read_state
-from devstack.testing import DevUpProcess, group_alive
+from fleet.devstack.state import read_ended, read_state
+from fleet.devstack.testing import DevUpProcess, group_alive
 from relocator.producer import TcpEmitter
 
 PLUGIN = """

@@ -50,7 +50,7 @@ from pathlib import Path
 import pytest
 
 from devnode.testing import free_port
-from eventstore.process_harness import ServerProcess, environment_without
+from fleet.harness import ServerProcess, environment_without
 from relocator.testing import ZooKeeperProcess, zookeeper_available
 
 README = Path(__file__).parents[2] / "README.md"

@@ -28,10 +28,10 @@ import pytest
 
 from companion.testing import wait_for as harness_wait_for
 from consumer_lib import EventsClient
-from eventstore.cluster import topology as topo
-from eventstore.cluster.engine import Cluster
-from eventstore.cluster.errors import ServiceExited
-from eventstore.cluster.images import Builder
+from fleet.cluster import topology as topo
+from fleet.cluster.engine import Cluster
+from fleet.cluster.errors import ServiceExited
+from fleet.cluster.images import Builder
 from relocator.producer import TcpEmitter
 
 RELEASE_ENV = "RIAK_EVENTS_RIAK_RELEASE"

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from devnode.testing import DevnodeProcess, free_port
-from eventstore.process_harness import environment_without
+from fleet.harness import environment_without
 from relocator.testing import write_config
 
 CLI = str(Path(sys.executable).with_name("riak-events"))

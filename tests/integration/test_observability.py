@@ -45,8 +45,8 @@ import consumer_lib.tail
 from companion.testing import CompanionProcess, start_stack
 from consumer_lib import EventsClient
 from devnode.testing import DevnodeProcess, free_port
-from eventstore.process_harness import environment_without
 from eventstore.riak import Retry, RiakClient
+from fleet.harness import environment_without
 from relocator.testing import AckedSender, RelocatorProcess, ZooKeeperProcess, write_config
 from substreams.examples import event_counts
 

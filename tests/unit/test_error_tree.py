@@ -23,15 +23,24 @@ import eventstore.errors
 from companion.errors import CompanionError
 from consumer_lib.errors import ConsumerError
 from devnode.errors import DevnodeError
-from devstack.errors import DevStackError
-from eventstore.cluster.errors import ClusterError
 from eventstore.errors import EventStoreError, RiakEventsError
 from eventstore.riak.errors import RiakError
 from eventstore.sereal.errors import SerealError
+from fleet.cluster.errors import ClusterError
+from fleet.devstack.errors import DevStackError
+from fleet.errors import FleetError
 from relocator.errors import RelocatorError
 from substreams.errors import SoftTimeout, SubstreamError
 
-PACKAGES = ("eventstore", "devnode", "relocator", "companion", "substreams", "consumer_lib", "devstack")
+PACKAGES = (
+    "eventstore",
+    "devnode",
+    "relocator",
+    "companion",
+    "substreams",
+    "consumer_lib",
+    "fleet",
+)
 
 #: Package -> its one root. A class belongs to the deepest package listed here whose
 #: name prefixes its module (``eventstore.sereal.pure.variant`` -> ``eventstore.sereal``).
@@ -40,12 +49,13 @@ PACKAGE_ROOTS: dict[str, type[BaseException]] = {
     "eventstore.riak": RiakError,
     "devnode": DevnodeError,
     "eventstore.sereal": SerealError,
-    "eventstore.cluster": ClusterError,
     "relocator": RelocatorError,
     "companion": CompanionError,
     "substreams": SubstreamError,
     "consumer_lib": ConsumerError,
-    "devstack": DevStackError,
+    "fleet": FleetError,
+    "fleet.cluster": ClusterError,
+    "fleet.devstack": DevStackError,
 }
 
 #: Not errors: a plugin's deadline is a BaseException so that the plugin's own

@@ -18,11 +18,12 @@ Layering (a package may import itself and those listed):
     relocator       eventstore
     companion       eventstore, substreams
     consumer_lib    eventstore, substreams
-    devstack        all of them (the dev stack starts every daemon)
+    fleet           all of them (containers, the dev stack, status: it runs and observes
+                    every daemon from outside)
 
 One exception: a package's ``testing`` module (the harness that starts its daemon for
 tests and benches) may also import the harnesses below it in :data:`HARNESSES`, e.g.
-the companion's harness starts a devnode to store into.
+the companion's harness starts a devnode to store into, through fleet's process harness.
 """
 
 from __future__ import annotations
@@ -42,13 +43,13 @@ ALLOWED: dict[str, frozenset[str]] = {
     "relocator": frozenset({"eventstore"}),
     "companion": frozenset({"eventstore", "substreams"}),
     "consumer_lib": frozenset({"eventstore", "substreams"}),
-    "devstack": frozenset(
+    "fleet": frozenset(
         {"eventstore", "devnode", "substreams", "relocator", "companion", "consumer_lib"}
     ),
 }
 
 #: The harness modules any package's ``testing`` module may import too.
-HARNESSES = frozenset({"devnode.testing"})
+HARNESSES = frozenset({"devnode.testing", "fleet.harness"})
 
 
 @dataclass(frozen=True, order=True)

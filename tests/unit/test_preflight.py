@@ -44,7 +44,9 @@ def test_every_program_the_code_looks_up_is_in_the_list() -> None:
     # path=, such as podman-compose in the virtualenv, is a Python package, not apt's.)
     listed = {Path(t.program).name for t in preflight.TOOLS}
     looked_up: dict[str, str] = {}
-    for folder in ("tests", "bench", "eventstore", "relocator", "companion", "devstack"):
+    folders = ("tests", "bench", "scripts", "eventstore", "devnode", "relocator", "companion")
+    for folder in (*folders, "substreams", "consumer_lib", "fleet"):
+        assert (ROOT / folder).is_dir(), folder  # not a moved folder
         for path in (ROOT / folder).rglob("*.py"):
             for name in re.findall(r"shutil\.which\(\"([\w.-]+)\"\)", path.read_text()):
                 looked_up.setdefault(name, str(path.relative_to(ROOT)))

@@ -74,7 +74,7 @@ def test_unit_is_hardened(unit: Path, tmp_path: Path) -> None:
     ):
         assert re.search(rf"^{re.escape(line)}$", text, re.MULTILINE), f"{unit.name}: {line}"
     assert re.search(r"^StateDirectory=riak-events/\w+$", text, re.MULTILINE)
-    assert "eventstore.waitready" in text, "readiness: ExecStartPost waits for the daemon"
+    assert "fleet.waitready" in text, "readiness: ExecStartPost waits for the daemon"
     copy = _installed_copy(unit, tmp_path)
     proc = subprocess.run(
         [_analyze(), "security", "--offline=true", "--no-pager", f"./{copy.name}"],
@@ -93,7 +93,7 @@ def test_waitready_exits_1_naming_the_failure() -> None:
         [
             sys.executable,
             "-m",
-            "eventstore.waitready",
+            "fleet.waitready",
             "http://127.0.0.1:9/x",
             "--timeout-s",
             "0.5",

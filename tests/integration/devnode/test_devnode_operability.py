@@ -16,8 +16,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from devnode.defaults import MAX_PROPS_BYTES, MAX_PROPS_DEPTH
 from devnode.testing import DevnodeProcess, free_port
-from eventstore.process_harness import environment_without
 from eventstore.riak import NotFound, RiakClient, TooLarge
+from fleet.harness import environment_without
 
 TEN_MB = 10 * 1024**2
 OBJECT_LIMIT = 1024**2

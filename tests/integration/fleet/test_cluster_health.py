@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from eventstore.cluster import topology as topo
+from fleet.cluster import topology as topo
 
 ROOT = Path(__file__).resolve().parents[3]
 RIAK_HEALTH = ROOT / "deploy/images/riak-health.sh"
@@ -194,7 +194,7 @@ def test_a_connection_closed_without_an_answer_is_not_healthy(silent: int, marke
     assert said.startswith("GET /types/epochs/props: no answer")
 
 
-# -- the project image's check (python -m eventstore.waitready) -----------------------
+# -- the project image's check (python -m fleet.waitready) -----------------------
 
 
 def project_health(port: int) -> tuple[int, str]:

@@ -31,7 +31,7 @@ from typing import Any
 import click
 
 from eventstore.options import FlagEnvOption, check_node_urls, json_option, option_source
-from eventstore.system_status import FAILURE_WINDOW_S, MAX_FAILURE_RATE, collect, problems
+from fleet.status import FAILURE_WINDOW_S, MAX_FAILURE_RATE, collect, problems
 
 __all__ = ["format_report", "status"]
 

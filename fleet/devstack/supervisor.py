@@ -8,9 +8,9 @@
     start the processes in order              -> state gets each pid as it is healthy
     state "running"; write the context file; print the endpoints
     until SIGINT / SIGTERM / SIGHUP, or a process exits (loadgen alone may end);
-      meanwhile do each `dev stop|start|restart PROCESS` request (devstack.control)
+      meanwhile do each `dev stop|start|restart PROCESS` request (fleet.devstack.control)
     state "stopping"; stop in reverse order; remove the context file
-    keep the state as the ended record, with why (devstack.state.write_ended);
+    keep the state as the ended record, with why (fleet.devstack.state.write_ended);
     remove the state file; unlock
 
 Signals only set a flag: a start in progress finishes (or fails) first, then the
@@ -36,20 +36,20 @@ from typing import Any, TextIO
 import httpx
 
 from companion.testing import process_alive
-from devstack.control import reply, take_requests
-from devstack.errors import DevStackError, PortsInUse, StackRunning, StartFailed
-from devstack.logs import LogMerger
-from devstack.stack import (
+from eventstore.context import remove_context, write_context
+from eventstore.dirlock import DirectoryLocked, lock_directory
+from fleet.devstack.control import reply, take_requests
+from fleet.devstack.errors import DevStackError, PortsInUse, StackRunning, StartFailed
+from fleet.devstack.logs import LogMerger
+from fleet.devstack.stack import (
     DEFAULT_PORTS,
     DevStack,
     StackOptions,
     kazoo_installed,
     ports_in_use,
 )
-from devstack.stack import free_ports as pick_free_ports
-from devstack.state import read_ended, remove_state, write_ended, write_state
-from eventstore.context import remove_context, write_context
-from eventstore.dirlock import DirectoryLocked, lock_directory
+from fleet.devstack.stack import free_ports as pick_free_ports
+from fleet.devstack.state import read_ended, remove_state, write_ended, write_state
 from relocator.testing import four_letter, zookeeper_available
 
 __all__ = [

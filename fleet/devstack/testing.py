@@ -21,8 +21,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from devstack.state import read_state
-from eventstore.process_harness import ServerProcess, environment_without
+from fleet.devstack.state import read_state
+from fleet.harness import ServerProcess, environment_without
 
 __all__ = [
     "DevUpProcess",

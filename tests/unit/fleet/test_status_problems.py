@@ -1,8 +1,8 @@
-"""`riak-events status` problem lines (eventstore/system_status.problems): one line each."""
+"""`riak-events status` problem lines (fleet/status.problems): one line each."""
 
 from __future__ import annotations
 
-from eventstore.system_status import problems
+from fleet.status import problems
 
 
 def test_a_problem_is_one_line_even_when_its_error_has_several() -> None:

@@ -15,10 +15,10 @@ from typing import Any
 
 import click
 
-from eventstore.cluster import topology as topo
-from eventstore.cluster.engine import Cluster, connect
-from eventstore.cluster.errors import ClusterError
-from eventstore.cluster.images import Builder, Images, default_source
+from fleet.cluster import topology as topo
+from fleet.cluster.engine import Cluster, connect
+from fleet.cluster.errors import ClusterError
+from fleet.cluster.images import Builder, Images, default_source
 
 _project = click.option(
     "--project",

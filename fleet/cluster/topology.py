@@ -91,7 +91,7 @@ class Topology:
 def http_ok(port: int, path: str) -> tuple[str, ...]:
     """Health command of the project image: ``path`` on ``port`` answers 200."""
     url = f"http://127.0.0.1:{port}{path}"
-    return ("python3", "-m", "eventstore.waitready", url, "--timeout-s", "2")
+    return ("python3", "-m", "fleet.waitready", url, "--timeout-s", "2")
 
 
 #: Health command of the Riak node image (deploy/images/riak-health.sh, installed in the

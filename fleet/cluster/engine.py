@@ -1,4 +1,4 @@
-"""Run a :class:`~eventstore.cluster.topology.Topology` on a container engine.
+"""Run a :class:`~fleet.cluster.topology.Topology` on a container engine.
 
 Everything goes through the Docker Engine API with the ``docker`` SDK, so the same code
 drives Docker and podman's API socket (``podman system service``). Containers, the
@@ -21,14 +21,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from eventstore.cluster.errors import (
+from fleet.cluster.errors import (
     EngineUnreachable,
     NotHealthy,
     ServiceExited,
     UnknownService,
 )
-from eventstore.cluster.images import Images
-from eventstore.cluster.topology import Service, Topology
+from fleet.cluster.images import Images
+from fleet.cluster.topology import Service, Topology
 
 PROJECT_LABEL = "riak-events.project"
 SERVICE_LABEL = "riak-events.service"

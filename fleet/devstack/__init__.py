@@ -10,6 +10,6 @@ merged log with a prefix per process, and stops everything on Ctrl-C or SIGTERM.
 through the state file in its data directory.
 
 This package sits above every other one (it starts their daemons through their test
-harnesses, :mod:`eventstore.process_harness`); nothing imports it. Design and failure
-scenarios: ``devstack/DESIGN.md``.
+harnesses, :mod:`fleet.harness`); nothing imports it. Design and failure
+scenarios: ``fleet/devstack/DESIGN.md``.
 """

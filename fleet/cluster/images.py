@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from eventstore.cluster.errors import ImageBuildFailed, RiakImageMissing
+from fleet.cluster.errors import ImageBuildFailed, RiakImageMissing
 
 log = logging.getLogger(__name__)
 
@@ -37,6 +37,7 @@ PROJECT_INPUTS = (
     "companion",
     "substreams",
     "consumer_lib",
+    "fleet",
     "deploy/images/project.Dockerfile",
     "deploy/images/entrypoint.sh",
 )

@@ -12,7 +12,7 @@ Order (each waits for the previous one's health check, through the existing harn
 
 Stopping runs the other way round (producer first, so the relocator flushes what it
 acknowledged; ZooKeeper last, so the others leave it cleanly). Every process runs in a
-session of its own (:mod:`eventstore.process_harness`) and is stopped with SIGTERM,
+session of its own (:mod:`fleet.harness`) and is stopped with SIGTERM,
 then SIGKILL of its whole process group: no worker or sandbox child outlives the stack.
 
 Failure semantics: a process that does not become healthy raises :class:`StartFailed`
@@ -36,8 +36,8 @@ from typing import Any
 
 from companion.testing import Stack, start_stack
 from devnode.testing import free_port
-from devstack.errors import DevStackError, StartFailed
-from eventstore.process_harness import ServerProcess, environment_without
+from fleet.devstack.errors import DevStackError, StartFailed
+from fleet.harness import ServerProcess, environment_without
 from relocator.testing import RelocatorProcess, ZooKeeperProcess, write_config
 
 __all__ = [

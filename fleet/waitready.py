@@ -1,4 +1,4 @@
-"""Wait until a daemon's health URL answers 200: ``python -m eventstore.waitready URL``.
+"""Wait until a daemon's health URL answers 200: ``python -m fleet.waitready URL``.
 
 Used by the systemd units (``ExecStartPost=``) so that a unit counts as started only
 once the daemon is ready, and by scripts that start a daemon in the background. Prints
@@ -39,7 +39,7 @@ def wait_ready(url: str, *, timeout_s: float, interval_s: float = 0.5) -> str | 
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m eventstore.waitready", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m fleet.waitready", description=__doc__)
     parser.add_argument("url", help="health URL, e.g. http://127.0.0.1:9141/readyz")
     parser.add_argument("--timeout-s", type=float, default=60.0, help="give up after this")
     args = parser.parse_args(argv)

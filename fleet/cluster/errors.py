@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from eventstore.errors import EventStoreError
+from fleet.errors import FleetError
 
 
-class ClusterError(EventStoreError):
-    """Root of every error ``eventstore.cluster`` raises on purpose."""
+class ClusterError(FleetError):
+    """Root of every error ``fleet.cluster`` raises on purpose."""
 
 
 class EngineUnreachable(ClusterError):

@@ -1,7 +1,8 @@
 """The whole system's state, as ``riak-events status`` shows it, from HTTP and ZooKeeper.
 
-It asks what every daemon already serves and imports none of them (this module sits in
-``eventstore``, below them all):
+It asks what every daemon already serves and imports none of their daemons' code (only
+the shared contracts: the ZooKeeper paths, the substream registry's reading of the live
+companions):
 
 - each Riak node: ``GET /ping``; ``GET /stats`` for the post-commit hook's counters,
   which only the devnode serves (``devnode_hook_*``): on Riak they are read with
@@ -26,7 +27,6 @@ ZooKeeper that was asked for is an entry of its own. Every request has ``timeout
 
 from __future__ import annotations
 
-import json
 import math
 import time
 from collections.abc import Mapping, Sequence
@@ -35,9 +35,10 @@ from typing import Any
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
-from eventstore import zkpaths
+from eventstore.statusjson import get_json
+from substreams.registry import live_companions
 
-__all__ = ["collect", "companions_from_zookeeper", "get_json", "problems"]
+__all__ = ["collect", "problems"]
 
 #: A relocator's backlog for a cluster is a problem from this many epochs on (a push
 #: cycle or two of backlog is the normal state of a running relocator).
@@ -53,20 +54,6 @@ MAX_FAILURE_RATE = 0.01
 
 #: The hook's counters in the devnode's ``/stats``, shown without their prefix.
 _HOOK_PREFIX = "devnode_hook_"
-
-
-def get_json(url: str, *, timeout_s: float) -> tuple[Any, str | None]:
-    """GET ``url``; returns (decoded JSON or None, error in words or None)."""
-    try:
-        answer = httpx.get(url, timeout=timeout_s)
-    except httpx.HTTPError as e:
-        return None, f"unreachable ({type(e).__name__})"
-    if answer.status_code != 200:
-        return None, f"HTTP {answer.status_code} from {url}"
-    try:
-        return answer.json(), None
-    except ValueError:
-        return None, f"{url} did not answer JSON"
 
 
 def _node(url: str, timeout_s: float) -> dict[str, Any]:
@@ -204,24 +191,6 @@ def _relocator(url: str, timeout_s: float) -> dict[str, Any]:
     return entry
 
 
-def companions_from_zookeeper(client: Any, root: str) -> dict[str, dict[str, Any]]:
-    """node -> its live znode's JSON (``endpoints.companion``, ``endpoints.riak``...);
-    malformed znodes are left out."""
-    path = zkpaths.companions(root)
-    found: dict[str, dict[str, Any]] = {}
-    if not client.exists(path):
-        return found
-    for node in sorted(client.get_children(path)):
-        data, _ = client.get(f"{path}/{node}")
-        try:
-            value = json.loads(data)
-        except ValueError:
-            continue
-        if isinstance(value, dict):
-            found[node] = value
-    return found
-
-
 def _from_zookeeper(hosts: str, root: str, timeout_s: float) -> dict[str, Any]:
     """What ZooKeeper says is live: companions (with URLs) and relocator ids."""
     try:
@@ -239,7 +208,7 @@ def _from_zookeeper(hosts: str, root: str, timeout_s: float) -> dict[str, Any]:
         client.close()
         return {"hosts": hosts, "ok": False, "error": f"unreachable ({type(e).__name__})"}
     try:
-        companions = companions_from_zookeeper(client, root)
+        companions = live_companions(client, root)
         path = f"{root.rstrip('/')}/relocators"
         relocators = sorted(client.get_children(path)) if client.exists(path) else []
     finally:

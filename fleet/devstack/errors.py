@@ -1,7 +1,7 @@
 """Errors of ``riak-events dev``: one root, leaves named for what happened.
 
 Every error the dev stack raises on purpose is a :class:`DevStackError` (a
-``eventstore.errors.RiakEventsError``); ``devstack.cli`` turns each into one line and a
+``eventstore.errors.RiakEventsError``); ``fleet.devstack.cli`` turns each into one line and a
 non-zero exit status. ``retriable`` (the root's class attribute) says whether running
 the same command again later may help.
 """
@@ -10,12 +10,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from eventstore.errors import RiakEventsError
+from fleet.errors import FleetError
 
 __all__ = ["DevStackError", "PortsInUse", "StackRunning", "StartFailed"]
 
 
-class DevStackError(RiakEventsError):
+class DevStackError(FleetError):
     """Root of the errors of ``riak-events dev``."""
 
 

@@ -2,7 +2,7 @@
 ``status``, ``chunk get/ls``, ``metadata get``, ``sereal decode`` of a stored blob,
 ``substream status/enable/disable``, the context ``dev up`` writes; and ``dev status``,
 ``dev stop|start|restart``, ``dev down`` and the ports check of stacks of their own
-(devstack/DESIGN.md, promises 3-4, 10-13)."""
+(fleet/devstack/DESIGN.md, promises 3-4, 10-13)."""
 
 from __future__ import annotations
 
@@ -22,12 +22,12 @@ import httpx
 import pytest
 
 from devnode.testing import DevnodeProcess, free_port
-from devstack.stack import Ports, ports_in_use
-from devstack.state import read_state
-from devstack.testing import context_file_for, group_alive, riak_events, run_dev
 from eventstore.blob import pack_blob
-from eventstore.process_harness import environment_without
 from eventstore.riak import NotFound, RiakClient
+from fleet.devstack.stack import Ports, ports_in_use
+from fleet.devstack.state import read_state
+from fleet.devstack.testing import context_file_for, group_alive, riak_events, run_dev
+from fleet.harness import environment_without
 from relocator.producer import TcpEmitter
 from relocator.testing import ZooKeeperProcess
 

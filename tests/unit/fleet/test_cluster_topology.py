@@ -10,8 +10,8 @@ import pytest
 
 from companion import settings as companion_settings
 from devnode import settings as devnode_settings
-from eventstore.cluster import images
-from eventstore.cluster import topology as topo
+from fleet.cluster import images
+from fleet.cluster import topology as topo
 from relocator import settings as relocator_settings
 
 
@@ -135,10 +135,12 @@ def test_every_file_an_image_copies_is_in_its_hash(
 
 def test_the_project_image_copies_every_package_the_runtime_imports() -> None:
     # A package moved to the top level but not copied (devnode, once) is missing from
-    # the wheel the image installs: every daemon in it fails at import.
+    # the wheel the image installs: every daemon in it fails at import (fleet: the
+    # readiness probe the health checks run, python -m fleet.waitready).
     root = Path(__file__).resolve().parents[3]
     text = (root / "deploy/images/project.Dockerfile").read_text()
     copied = {line.split()[1] for line in text.splitlines() if line.startswith("COPY ")}
     runtime = {"eventstore", "devnode", "relocator", "companion", "substreams", "consumer_lib"}
+    runtime |= {"fleet"}
     assert runtime <= copied, sorted(runtime - copied)
     assert runtime <= set(images.PROJECT_INPUTS)

@@ -11,7 +11,7 @@ Every option is also an environment variable ``RIAK_EVENTS_DEV_<COMMAND>_<OPTION
 The data directory (default ``$XDG_STATE_HOME/riak-events/dev``, i.e.
 ``~/.local/state/riak-events/dev``: outside any source tree, and found again by
 ``status`` and ``down`` from any directory) holds every process's data, configs and
-logs, and the state file (:mod:`devstack.state`). ``up`` writes the context file
+logs, and the state file (:mod:`fleet.devstack.state`). ``up`` writes the context file
 (``$RIAK_EVENTS_CONTEXT``, default ``~/.config/riak-events/context.toml``;
 :mod:`eventstore.context`) with the stack's addresses, so every command finds a stack on
 ``--free-ports`` without flags; the stack's end removes it.
@@ -37,12 +37,12 @@ from typing import Any, TextIO
 
 import click
 
-from devstack import supervisor
-from devstack.control import ACTIONS, send
-from devstack.errors import DevStackError
-from devstack.state import read_ended, read_state
 from eventstore.context import context_path
 from eventstore.options import json_option
+from fleet.devstack import supervisor
+from fleet.devstack.control import ACTIONS, send
+from fleet.devstack.errors import DevStackError
+from fleet.devstack.state import read_ended, read_state
 
 __all__ = ["dev"]
 
@@ -140,7 +140,7 @@ def _detach(data_dir: Path, argv: list[str], timeout_s: float = 180.0) -> None:
     argv += ["--log-file", str(log)]
     start_size = log.stat().st_size if log.exists() else 0
     child = subprocess.Popen(
-        [sys.executable, "-m", "devstack", *argv],
+        [sys.executable, "-m", "fleet.devstack", *argv],
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
         stderr=log.open("a"),
