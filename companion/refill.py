@@ -37,12 +37,11 @@ from typing import Any, Protocol
 from companion.audit_check import counts_of
 from companion.disabled import DisabledSet
 from companion.settings import CompanionSettings
-from companion.shedding import DISABLED_PREFIX
 from eventstore.errors import EventStoreError
 from eventstore.names import ChunkKey
 from eventstore.riak import NotFound, RiakClient, RiakError
 from substreams.api import Substream
-from substreams.results import read_result
+from substreams.results import DISABLED, read_result
 
 log = logging.getLogger(__name__)
 
@@ -113,7 +112,7 @@ def gap_of(riak: RiakClient, location: tuple[str, str, str]) -> str | None:
         return "not a result"
     if record.status == "shed":
         return "shed"
-    if record.status == "error" and (record.error or "").startswith(DISABLED_PREFIX):
+    if record.status == "error" and record.kind == DISABLED:
         return "disabled"
     return None
 

@@ -25,16 +25,13 @@ from companion.disabled import DisabledSet
 from companion.signals import EngineSignals
 from companion.writer import ResultWriter, Write
 from eventstore.names import ChunkKey
+from substreams import results
 from substreams.api import Substream
 from substreams.results import error_value
 
 log = logging.getLogger(__name__)
 
-__all__ = ["DISABLED_PREFIX", "Shedder", "disabled_value", "shed_value"]
-
-#: How the error of a disabled substream's result starts (``error`` status): a gap
-#: that ``substream refill`` fills once the substream is enabled again.
-DISABLED_PREFIX = "disabled:"
+__all__ = ["Shedder", "disabled_value", "shed_value"]
 
 
 def shed_value(sub: Substream, reason: str) -> bytes:
@@ -44,8 +41,9 @@ def shed_value(sub: Substream, reason: str) -> bytes:
 
 
 def disabled_value(sub: Substream) -> bytes:
-    """The result of a substream disabled on this node: ``error``, so consumers fall back."""
-    return error_value("error", sub.name, sub.version, f"{DISABLED_PREFIX} on this node")
+    """The result of a substream disabled on this node: a gap that ``substream refill``
+    fills once it is enabled again (:func:`substreams.results.disabled_value`)."""
+    return results.disabled_value(sub.name, sub.version)
 
 
 class Shedder:

@@ -21,6 +21,7 @@ from typing import Any
 
 from companion import defaults
 from companion.stats import FAILURE_KINDS
+from substreams.results import DISABLED
 from substreams.state import state_of
 
 __all__ = ["REFRESH_S", "render_status"]
@@ -165,7 +166,7 @@ def render_status(
         failure_text = ", ".join(f"{k} {failures[k]}" for k in FAILURE_KINDS if failures.get(k))
         last_error = s.get("last_error") or ""
         if state == "disabled" and marker is not None:
-            last_error = f"disabled: {marker.get('reason', '')}\n{last_error}"
+            last_error = f"{DISABLED}: {marker.get('reason', '')}\n{last_error}"
         where = f" (key {s['last_error_key']})" if s.get("last_error_key") else ""
         conflict = _conflict_text(merged.get("version_conflicts", {}).get(name))
         agreement = "disagree" if conflict else "agree"

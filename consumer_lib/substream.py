@@ -80,7 +80,7 @@ from consumer_lib.unplugged import served_groups_only
 from eventstore.errors import InvalidName
 from eventstore.names import ChunkKey, ChunkRef, check_bucket_name
 from substreams.api import Event, Substream
-from substreams.results import ResultRecord
+from substreams.results import DISABLED, ResultRecord
 from substreams.sandbox import Limits
 
 log = logging.getLogger(__name__)
@@ -282,8 +282,8 @@ class SubstreamReader:
 
 def _disabled(record: ResultRecord) -> bool:
     """Whether a stored failure says the plugin is disabled on that node (the companion
-    stores ``error`` with ``disabled: ...`` instead of running it)."""
-    return (record.error or "").split(":", 1)[0].strip() == "disabled"
+    stores ``error`` of kind ``disabled`` instead of running it)."""
+    return record.kind == DISABLED
 
 
 def load_plugin(catalog: PluginCatalog, name: str, fallback: FallbackMode) -> Substream | None:

@@ -50,6 +50,7 @@ __all__ = [
     "declaration_of",
     "declare",
     "substream",
+    "union_fields",
     "version_of",
 ]
 
@@ -286,3 +287,11 @@ def declaration_of(obj: object) -> Substream | None:
     """Returns: the :class:`Substream` attached to ``obj`` by ``@substream``, else None."""
     declared = getattr(obj, "__substream__", None)
     return declared if isinstance(declared, Substream) else None
+
+
+def union_fields(substreams: Sequence[Substream]) -> list[str] | None:
+    """Every field any of ``substreams`` declares, to decode a chunk once for all of them
+    (None: one of them reads every field)."""
+    if any(sub.fields is None for sub in substreams):
+        return None
+    return [field for sub in substreams for field in sub.fields or ()]

@@ -72,7 +72,7 @@ from typing import Any
 from eventstore.blob import DecodeLimits, unpack_blob
 from eventstore.errors import BlobError, BlobTooLarge, EventStoreError
 from eventstore.sereal.projection import Tree, compile_fields
-from substreams.api import Context, Event, Substream, version_of
+from substreams.api import Context, Event, Substream, union_fields, version_of
 from substreams.batch import BatchChunk, run_batch
 from substreams.child import Job, Reported, declared_for, run_packed
 from substreams.errors import PluginLoadError, SubstreamError
@@ -312,14 +312,6 @@ def _plugin_job(
     return target
 
 
-def _union_fields(subs: list[Substream]) -> list[str] | None:
-    """Every field any of ``subs`` declares (None: one reads them all); as
-    ``substreams.harness.union_fields``, which this process does not import."""
-    if any(sub.fields is None for sub in subs):
-        return None
-    return [field for sub in subs for field in sub.fields or ()]
-
-
 def handle(
     plugins: _Plugins, header: dict[str, Any], value: bytes
 ) -> tuple[dict[str, Any], list[bytes]]:
@@ -340,7 +332,7 @@ def handle(
             )
             continue
         loaded.append((sub, Limits(*spec["limits"])))
-    fields = _union_fields([sub for sub, _ in loaded])
+    fields = union_fields([sub for sub, _ in loaded])
     tree = compile_fields(fields)
     jobs: list[Job] = [
         ("decode", _decode_job(value, key, decode_limits, fields, decoded), DECODE_LIMITS)

@@ -31,7 +31,7 @@ from eventstore.blob import DecodeLimits, unpack_blob
 from eventstore.names import DEFAULT_NAMESPACES, ChunkKey, MetadataKey, Namespaces, parse_metadata
 from eventstore.riak import NotFound, RiakClient
 from eventstore.sereal.projection import Tree, compile_fields, project_events
-from substreams.api import Context, Event, Substream
+from substreams.api import Context, Event, Substream, union_fields
 from substreams.forkserver_process import UndecodableChunk
 from substreams.loader import load_file
 from substreams.query.run import run_queries
@@ -124,17 +124,6 @@ def run_projected(
     done = [o for o in outcomes if o is not None]
     assert len(done) == len(substreams), "run_substreams answers every substream"
     return done
-
-
-def union_fields(substreams: Sequence[Substream]) -> list[str] | None:
-    """Every field any of ``substreams`` declares, to decode a chunk for all of them
-    (None: one of them reads every field)."""
-    fields: list[str] = []
-    for sub in substreams:
-        if sub.fields is None:
-            return None
-        fields += sub.fields
-    return fields
 
 
 @dataclass

@@ -1,9 +1,14 @@
-"""The stored result value: a blob holding ``{status, substream, version, result | error}``.
+"""The stored result value: a blob holding ``{status, substream, version, result | error,
+kind}``.
 
 Same format as every blob (Sereal + checksum postfix, ``eventstore.blob``). ``status`` is
 one of ``ok``, ``error``, ``timeout``, ``killed``, ``shed``: anything but ``ok`` tells a
-consumer to fall back to the full chunk at once. ``error`` is a short text whose first
-word is the failure's kind (``memory:``, ``too_large:``, ``exception:``, ...).
+consumer to fall back to the full chunk at once. ``error`` is a short text for people
+whose first word is the failure's kind (``memory:``, ``too_large:``, ``exception:``,
+``disabled:``...); ``kind`` is that word as a field of its own, which readers use
+(:attr:`ResultRecord.kind`; for a record written before the field existed it is taken
+from the text). :data:`DISABLED` is the one kind a consumer acts on: the plugin is
+disabled on that node, so it is not re-run client-side.
 
 Pure logic, no I/O.
 """
@@ -15,10 +20,22 @@ from typing import Any, Literal
 
 from eventstore.blob import pack_blob, unpack_blob
 
-__all__ = ["STATUSES", "ResultRecord", "Status", "error_value", "ok_value", "read_result"]
+__all__ = [
+    "DISABLED",
+    "STATUSES",
+    "ResultRecord",
+    "Status",
+    "disabled_value",
+    "error_value",
+    "ok_value",
+    "read_result",
+]
 
 Status = Literal["ok", "error", "timeout", "killed", "shed"]
 STATUSES: tuple[Status, ...] = ("ok", "error", "timeout", "killed", "shed")
+
+#: The kind of the failure stored for a substream disabled on the node.
+DISABLED = "disabled"
 
 #: Results are small; compressing them costs more than it saves below this size.
 _COMPRESS_THRESHOLD = 4096
@@ -38,8 +55,25 @@ def error_value(status: Status, substream: str, version: str, error: str) -> byt
     """The stored value of a run that produced no result (error, timeout, killed, shed)."""
     if status == "ok":
         raise ValueError("error_value needs a failure status, not 'ok'")
-    record = {"status": status, "substream": substream, "version": version, "error": error}
+    record = {
+        "status": status,
+        "substream": substream,
+        "version": version,
+        "error": error,
+        "kind": _kind_of(error),
+    }
     return pack_blob(record, compress_threshold=_COMPRESS_THRESHOLD)
+
+
+def disabled_value(substream: str, version: str) -> bytes:
+    """The stored value for a substream disabled on this node: ``error`` of kind
+    :data:`DISABLED`, so consumers see a gap instead of re-running it."""
+    return error_value("error", substream, version, f"{DISABLED}: on this node")
+
+
+def _kind_of(error: str | None) -> str:
+    """The failure's kind: the first word of its text, before ``:``."""
+    return (error or "").split(":", 1)[0].strip()
 
 
 @dataclass(frozen=True)
@@ -51,6 +85,7 @@ class ResultRecord:
     version: str
     result: Any = None
     error: str | None = None
+    kind: str = ""
 
     @property
     def ok(self) -> bool:
@@ -74,4 +109,5 @@ def read_result(data: bytes, *, key: str | None = None) -> ResultRecord:
         version=str(record.get("version", "")),
         result=record.get("result"),
         error=record.get("error"),
+        kind=str(record.get("kind") or _kind_of(record.get("error"))),
     )
