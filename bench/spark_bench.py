@@ -243,7 +243,7 @@ def main() -> None:
             register(spark)
             if args.before:
                 spark.dataSource.register(before_source(args.before))
-            options = {"nodes": node.url, "dc": DC, "start": FIRST_EPOCH}
+            options: dict[str, Any] = {"nodes": node.url, "dc": DC, "start": FIRST_EPOCH}
             options["end"] = FIRST_EPOCH + args.epochs
             schema = spark.read.json(str(json_dir)).schema  # inferred once, untimed
 

@@ -3,7 +3,10 @@ stores them.
 
 Opt-in (a command an operator runs for a range), rate-limited, and run through the
 companion's own sandbox (:func:`substreams.sandbox.run_substreams` with the harness's
-copy of the companion's default caps): same limits, same stored value (``stored_value``:
+copy of the companion's default caps), or, for a query plugin, on the native road
+(:func:`substreams.query.run.run_queries`: the plan evaluated in the task's process, in
+one walk of the stored chunk, no fork server and no child: a plan cannot run code):
+same limits, same stored value (``stored_value``:
 the packed ``ok`` result or a marked failure), same place (bucket type ``substreams``,
 bucket = the substream, key = the chunk key; other bucket types and buckets with
 ``namespaces``, as the companion's ``[namespaces]``), same put options. Per Spark task::
@@ -13,8 +16,10 @@ bucket = the substream, key = the chunk key; other bucket types and buckets with
         stored is a record of this plugin version, status not "shed"  -> kept (never
             overwritten: the companion or an earlier backfill computed it)
         else: wait for the task's share of max_chunks_per_s
-              GET the chunk, verify, decode (only the plugin's declared fields, as
-              the companion gives them); run the plugin sandboxed; PUT the result
+              GET the chunk; a query plugin: evaluate its plan on the stored bytes
+              (verified, one native walk); a function plugin: verify, decode (only
+              the plugin's declared fields, as the companion gives them), run it
+              sandboxed; PUT the result
 
 A "shed" result of the same version is replaced: shedding means the plugin never ran.
 Unreadable and missing results are written. A result of another version is kept and
@@ -58,7 +63,7 @@ from pyspark import InheritableThread, SparkContext
 from pyspark.sql import SparkSession
 
 from consumer_lib.plugins import PluginCatalog
-from eventstore.blob import unpack_blob
+from eventstore.blob import DecodeLimits, unpack_blob
 from eventstore.errors import EventStoreError
 from eventstore.names import (
     DEFAULT_NAMESPACES,
@@ -70,10 +75,13 @@ from eventstore.names import (
 from eventstore.riak import NotFound, RiakClient, RiakError
 from eventstore.riak.defaults import CONFIRMED_ABSENCE
 from substreams.api import Context, Substream
+from substreams.forkserver_process import UndecodableChunk
 from substreams.harness import DEFAULT_CAP
 from substreams.overwrite import decide
+from substreams.protocol import Limits
+from substreams.query.run import is_query, run_queries
 from substreams.results import ResultRecord, read_result
-from substreams.sandbox import run_substreams, stored_value
+from substreams.sandbox import Outcome, run_substreams, stored_value
 
 __all__ = ["BackfillPlan", "BackfillProgress", "Pacer", "backfill"]
 
@@ -286,14 +294,36 @@ def _one(
     pacer.wait()
     try:
         blob = riak.get(*ns.chunk_location(key)).value
-        events = unpack_blob(blob, key=key.format(), fields=plugin.fields)
-    except (RiakError, EventStoreError):
+    except RiakError:
         return "unreadable"
-    if not isinstance(events, list):
+    outcome = _run(plugin, key, blob)
+    if outcome is None:
         return "unreadable"
-    (outcome,) = run_substreams([plugin], events, Context.of(key), cap=DEFAULT_CAP)
     riak.put(*ns.substream_location(plugin.name, key), stored_value(plugin, outcome))
     return "stored" if outcome.ok else "failed"
+
+
+def _run(plugin: Substream, key: ChunkKey, blob: bytes) -> Outcome | None:
+    """The plugin's outcome on one stored chunk, None when the chunk does not verify or
+    decode. A query plugin is evaluated here, natively (one walk of the stored bytes;
+    no fork, no child: a plan cannot run code); a function plugin runs in the sandbox on
+    the chunk decoded to its declared fields."""
+    if is_query(plugin):
+        try:
+            (outcome,) = run_queries(
+                [(plugin, Limits.of(plugin, DEFAULT_CAP))], blob, key.format(), DecodeLimits()
+            )
+        except UndecodableChunk:
+            return None
+        return outcome
+    try:
+        events = unpack_blob(blob, key=key.format(), fields=plugin.fields)
+    except EventStoreError:
+        return None
+    if not isinstance(events, list):
+        return None
+    (outcome,) = run_substreams([plugin], events, Context.of(key), cap=DEFAULT_CAP)
+    return outcome
 
 
 def backfill(

@@ -42,7 +42,11 @@ eventstore/sereal/DESIGN.md "JSON transcoding"), ``timeout_s`` (default 30); whe
 data is (:class:`eventstore.names.Namespaces`, the ``[namespaces]`` keys of the daemons'
 config files): ``events_bucket_type``, ``events_bucket`` (default ``events``),
 ``epochs_bucket_type``, ``epochs_bucket`` (default ``epochs``) and, for the substream
-source, ``substreams_bucket_type`` (default ``substreams``).
+source, ``substreams_bucket_type`` (default ``substreams``); ``where`` (a condition)
+and ``select`` (a select list), in the SQL of query plugins, evaluated in the walk of
+each chunk (:mod:`consumer_lib.spark.pushdown`): only the matching events are rows,
+and with ``select`` the rows are ``epoch, dc, type, subtype, chunk`` and the selected
+columns (VARIANT) instead of the event.
 """
 
 from __future__ import annotations
@@ -65,6 +69,7 @@ from pyspark.sql.types import LongType, StringType, StructField, StructType, Var
 from consumer_lib.errors import SparkSourceError
 from consumer_lib.ranges import epoch_of
 from consumer_lib.spark.fetch import get_all
+from consumer_lib.spark.pushdown import ChunkQuery, Pushdown, parse_pushdown, variant_column
 from eventstore import sereal
 from eventstore.blob import verify_postfix
 from eventstore.errors import InvalidName
@@ -141,15 +146,44 @@ def namespaces_of(options: Mapping[str, str]) -> Namespaces:
 
 
 def source_schema(options: Mapping[str, str]) -> StructType:
-    """The rows' schema for these options (``event``: ``variant`` or ``json``).
+    """The rows' schema for these options (``event``: ``variant`` or ``json``; with
+    ``select``, the key columns and each selected column as VARIANT, nullable).
 
     Raises:
-        SparkSourceError: another ``event``.
+        SparkSourceError: another ``event``; ``select`` with ``event=json``; bad
+            ``where`` or ``select`` (:func:`~consumer_lib.spark.pushdown.parse_pushdown`).
     """
     event = str(options.get("event", "variant"))
     if event not in _EVENT_FORMATS:
         raise SparkSourceError(f"option 'event' must be variant or json: {event!r}")
-    return _EVENT_FORMATS[event]
+    return rows_schema(event, pushdown_of(options))
+
+
+def rows_schema(event: str, pushdown: Pushdown | None) -> StructType:
+    """The rows' schema: the key columns and the event (``event``: ``variant`` or
+    ``json``), or with ``select`` each selected column as VARIANT (nullable).
+
+    Raises:
+        SparkSourceError: ``select`` with ``event=json``.
+    """
+    if pushdown is None or not pushdown.select:
+        return _EVENT_FORMATS[event]
+    if event != "variant":
+        raise SparkSourceError("option 'event' does not apply with 'select' (columns are VARIANT)")
+    columns = [StructField(name, VariantType(), nullable=True) for name in pushdown.columns]
+    return StructType([*_KEY_FIELDS, *columns])
+
+
+def pushdown_of(options: Mapping[str, str]) -> Pushdown | None:
+    """The ``where`` and ``select`` options' plan, or None.
+
+    Raises:
+        SparkSourceError: naming the option and the construct.
+    """
+    where, select = options.get("where"), options.get("select")
+    return parse_pushdown(
+        None if where is None else str(where), None if select is None else str(select)
+    )
 
 
 @dataclass(frozen=True)
@@ -168,6 +202,7 @@ class SourceOptions:
     event: str = "variant"
     batch_rows: int = DEFAULT_BATCH_ROWS
     namespaces: Namespaces = DEFAULT_NAMESPACES
+    pushdown: Pushdown | None = None
 
     @classmethod
     def parse(
@@ -226,7 +261,11 @@ class SourceOptions:
         parallelism = integer("parallelism", str(options.get("parallelism", "1")))
         if parallelism < 1:
             raise SparkSourceError("option 'parallelism' must be at least 1")
-        event = "json" if source_schema(options) is JSON_SCHEMA else "variant"
+        event = str(options.get("event", "variant"))
+        if event not in _EVENT_FORMATS:
+            raise SparkSourceError(f"option 'event' must be variant or json: {event!r}")
+        pushdown = pushdown_of(options)
+        rows_schema(event, pushdown)  # checks event and select together
         batch_rows = integer("batch_rows", str(options.get("batch_rows", DEFAULT_BATCH_ROWS)))
         if batch_rows < 1:
             raise SparkSourceError("option 'batch_rows' must be at least 1")
@@ -250,6 +289,7 @@ class SourceOptions:
             event,
             batch_rows,
             namespaces_of(options),
+            pushdown,
         )
 
     def wants(self, ref: ChunkRef) -> bool:
@@ -283,7 +323,8 @@ class RiakEventsReader(DataSourceReader):
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, EpochSlice)
-        schema = to_arrow_schema(_EVENT_FORMATS[self.options.event], timezone="UTC")
+        o = self.options
+        schema = to_arrow_schema(rows_schema(o.event, o.pushdown), timezone="UTC")
         client = RiakClient(list(self.options.nodes), timeout_s=self.options.timeout_s)
         try:
             yield from read_slice(client, self.options, partition.start, partition.stop, schema)
@@ -324,7 +365,8 @@ def read_slice(
     node = random.Random(start).choice(options.nodes)
     fetch = partial(get_all, client, node, depth=PIPELINE_DEPTH, timeout_s=options.timeout_s)
     keys = list(slice_chunks(fetch, options, start, stop, ns))
-    builder = BatchBuilder(schema, options.event)
+    query = None if options.pushdown is None else ChunkQuery(options.pushdown, options.binary)
+    builder = BatchBuilder(schema, options.event, query)
     names = [k.format() for k in keys]
     for key, (name, value) in zip(
         keys, fetch(ns.events_bucket_type, ns.events_bucket, names), strict=True
@@ -363,18 +405,31 @@ def slice_chunks(
 class BatchBuilder:
     """Chunks' rows joined into one Arrow batch without Python objects per event: the
     events as the codec packs them (Variant or JSON text), the key columns as runs (one
-    per chunk) decoded once per batch."""
+    per chunk) decoded once per batch. With a pushdown (``query``): only the events its
+    WHERE keeps, and with ``select`` their selected columns instead of the event
+    (:mod:`consumer_lib.spark.pushdown`)."""
 
-    def __init__(self, schema: pa.Schema, event: str = "variant") -> None:
+    def __init__(
+        self, schema: pa.Schema, event: str = "variant", query: ChunkQuery | None = None
+    ) -> None:
         self.schema = schema
         self.event = event
+        self.query = query
         self.rows = 0
         self._run_ends: list[int] = []
         self._keys: list[ChunkKey] = []
         self._events: list[list[pa.Array]] = []  # per chunk: its event column(s)
+        self._selected: list[list[Any]] = []  # with select: each column's values
+        self._binary = "utf8"
 
     def add(self, key: ChunkKey, document: memoryview, binary: str) -> None:
-        """Append the events of one chunk's verified Sereal ``document``."""
+        """Append the rows of one chunk's verified Sereal ``document``."""
+        if self.query is not None and self.query.pushdown.select:
+            self._add_selected(key, self.query.rows(document), binary)
+            return
+        keep = None if self.query is None else self.query.matching(document)
+        if keep is not None and not keep:
+            return  # nothing to transcode
         if self.event == "variant":
             values, value_offsets, metadata, metadata_offsets = sereal.decode_variant_packed(
                 document, binary=binary
@@ -396,12 +451,30 @@ class BatchBuilder:
             arrays = [
                 pa.LargeStringArray.from_buffers(n, pa.py_buffer(offsets), pa.py_buffer(text))
             ]
+        if keep is not None and len(keep) < n:
+            taken = pa.array(keep, pa.int32())
+            arrays, n = [a.take(taken) for a in arrays], len(keep)
+        self._note(key, n)
+        self._events.append(arrays)
+
+    def _add_selected(self, key: ChunkKey, rows: list[dict[str, Any]], binary: str) -> None:
+        if not rows:
+            return
+        assert self.query is not None
+        columns = self.query.pushdown.columns
+        if not self._selected:
+            self._selected = [[] for _ in columns]
+        for name, values in zip(columns, self._selected, strict=True):
+            values.extend([row[name] for row in rows])
+        self._binary = binary
+        self._note(key, len(rows))
+
+    def _note(self, key: ChunkKey, n: int) -> None:
         if n == 0:
             return
         self.rows += n
         self._run_ends.append(self.rows)
         self._keys.append(key)
-        self._events.append(arrays)
 
     def flush(self) -> pa.RecordBatch:
         """The batch of every chunk added since the last flush (at least one row)."""
@@ -423,23 +496,32 @@ class BatchBuilder:
             parts = [arrays[i] for arrays in self._events]
             return parts[0] if len(parts) == 1 else pa.concat_arrays(parts)
 
-        events: pa.Array
-        if self.event == "variant":
+        events: list[pa.Array]
+        if self._selected:
+            # One VARIANT column per selected column, in the schema's order.
+            events = [
+                variant_column(values, self._binary, self.schema.field(5 + i).type)
+                for i, values in enumerate(self._selected)
+            ]
+        elif self.event == "variant":
             # The struct pyspark maps to VARIANT (its fields carry the schema's annotations).
-            events = pa.StructArray.from_arrays(
-                [joined(0), joined(1)], fields=list(self.schema.field(5).type)
-            )
+            events = [
+                pa.StructArray.from_arrays(
+                    [joined(0), joined(1)], fields=list(self.schema.field(5).type)
+                )
+            ]
         else:
             # Spark wants string (32-bit offsets): a cast of the offsets only (a batch of
             # chunks is far below 2 GiB).
-            events = joined(0).cast(pa.string())
+            events = [joined(0).cast(pa.string())]
         columns = [
             runs([k.epoch for k in keys], pa.int64()),
             runs([k.dc for k in keys], pa.string()),
             runs([k.type for k in keys], pa.string()),
             runs([k.subtype for k in keys], pa.string()),
             runs([k.chunk for k in keys], pa.int64()),
-            events,
+            *events,
         ]
         self.rows, self._run_ends, self._keys, self._events = 0, [], [], []
+        self._selected = []
         return pa.RecordBatch.from_arrays(columns, schema=self.schema)

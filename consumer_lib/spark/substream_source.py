@@ -11,7 +11,9 @@ the stored result when it is ``ok`` and of the local plugin's version, else the 
 read and the same plugin runs on the executor (``fallback``) in the companion's sandbox
 (:mod:`consumer_lib.fallback`: a forked child with the plugin's declared limits, so a
 slow or greedy plugin costs the task at most its deadline and memory limit, never the
-executor), and the row says how it was served. Schema (:data:`SUBSTREAM_SCHEMA`):
+executor; a query plugin is evaluated natively in the task instead, one walk of the
+stored chunk, no fork: ``consumer_lib.fallback.run_native``), and the row says how it
+was served. Schema (:data:`SUBSTREAM_SCHEMA`):
 
 =============  ==========  =======================================================
 column         type        meaning
@@ -40,7 +42,8 @@ result_json    string      the result as JSON text (null for a gap); byte string
 ``fallback`` (``auto`` default, ``off``, ``always``), ``plugin_dirs`` (comma-separated
 directories holding the plugin, as the companions' ``plugin_dirs``; they must exist on
 every executor), ``entry_points`` (``true``: also installed ``riak_events.substreams``
-plugins), ``accept_other_versions`` (``false``).
+plugins), ``accept_other_versions`` (``false``). The full stream's ``where`` and ``select`` are
+refused here (filter the rows in Spark).
 
 Failure semantics: those of :mod:`consumer_lib.substream`: a plugin failing in the
 fallback (an exception, its deadline, its memory limit, a crash) gives a ``gap`` row
@@ -121,6 +124,11 @@ class SubstreamOptions:
     def parse(cls, options: Mapping[str, str]) -> SubstreamOptions:
         """Raises: SparkSourceError naming the option."""
         source = SourceOptions.parse(options)
+        if source.pushdown is not None:
+            raise SparkSourceError(
+                "options 'where' and 'select' read the full stream, not a substream: "
+                "filter the substream's rows in Spark"
+            )
         name = str(options.get("substream", "")).strip()
         try:
             check_bucket_name(name, "substream")

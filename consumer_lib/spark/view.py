@@ -3,11 +3,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.functions import col, parse_json
 
 from consumer_lib.errors import SparkSourceError
 from consumer_lib.spark.datasource import RiakEventsDataSource
+from consumer_lib.spark.pushdown import parse_pushdown
 
 __all__ = ["load_events", "load_substream", "register"]
 
@@ -32,15 +35,32 @@ def _registered(spark: SparkSession) -> bool:
         return False
 
 
-def load_events(spark: SparkSession, **options: object) -> DataFrame:
+def load_events(
+    spark: SparkSession,
+    *,
+    where: str | None = None,
+    select: str | Sequence[str] | None = None,
+    **options: object,
+) -> DataFrame:
     """``epoch, dc, type, subtype, chunk, event``: ``event`` is the event as VARIANT,
     made on the executors straight from the stored bytes (no ``parse_json``).
 
     The range is split into a multiple of the session's default parallelism of Spark
     partitions (option ``parallelism``, unless given), so every core reads.
 
+    ``where`` and ``select`` are pushed into the executors' walk of each chunk
+    (:mod:`consumer_lib.spark.pushdown`): the SQL of query plugins, evaluated by the
+    same plan, so events the condition drops never become rows.
+
+        load_events(spark, ..., where="status >= 500", select=["url", '"search.city" AS city'])
+
     Args:
         spark: the session (the source is registered in it).
+        where: a condition over the event's paths (a nested path in double quotes:
+            ``"search.city" = 'Berlin'``); only the events it holds for are rows.
+        select: the columns instead of ``event``: paths, ``path AS name`` or
+            ``literal AS name``, as a list or one comma-separated text; each column is
+            VARIANT, SQL NULL where the path is missing or null.
         options: the source's options (``nodes``, ``dc``, ``start``, ``end``, ...; see
             :mod:`consumer_lib.spark.source`); values are passed as strings.
 
@@ -48,10 +68,19 @@ def load_events(spark: SparkSession, **options: object) -> DataFrame:
         The DataFrame (lazy: nothing is read until an action runs).
 
     Raises:
-        SparkSourceError: ``event`` other than ``variant`` (this view's contract).
+        SparkSourceError: ``event`` other than ``variant`` (this view's contract); SQL
+            in ``where`` or ``select`` outside the query plugins' subset (one line
+            naming the construct), raised here, before anything is read.
     """
     if str(options.get("event", "variant")) != "variant":
         raise SparkSourceError("load_events gives the event as VARIANT: drop option 'event'")
+    if select is not None and not isinstance(select, str):
+        select = ", ".join(select)
+    parse_pushdown(where, select)  # bad SQL fails here, on the driver, in this process
+    if where is not None:
+        options["where"] = where
+    if select is not None:
+        options["select"] = select
     register(spark)
     reader = spark.read.format(RiakEventsDataSource.name())
     options.setdefault("parallelism", spark.sparkContext.defaultParallelism)

@@ -39,7 +39,7 @@ NS = Namespaces(
     substreams_bucket_type="ss_alt",
 )
 #: The namespaces as the sources' options (the [namespaces] keys).
-OPTIONS = {
+OPTIONS: dict[str, Any] = {
     "events_bucket_type": NS.events_bucket_type,
     "events_bucket": NS.events_bucket,
     "epochs_bucket_type": NS.epochs_bucket_type,
@@ -116,7 +116,12 @@ def test_the_sources_read_the_names_they_are_given(spark: Any, written: Written)
         direct = sum(1 for _ in client.events(DC, written.start, written.end))
     assert direct == written.events
 
-    bounds = {"nodes": written.url, "dc": DC, "start": written.start, "end": written.end}
+    bounds: dict[str, Any] = {
+        "nodes": written.url,
+        "dc": DC,
+        "start": written.start,
+        "end": written.end,
+    }
     assert load_events(spark, **bounds, **OPTIONS).count() == written.events
 
     register(spark)
