@@ -18,6 +18,7 @@ second run builds nothing.
 
 from __future__ import annotations
 
+import functools
 import os
 import time
 from collections import Counter
@@ -34,6 +35,7 @@ from fleet.cluster import topology as topo
 from fleet.cluster.engine import PROJECT_LABEL, Cluster
 from fleet.cluster.images import Builder
 from relocator.producer import TcpEmitter
+from tests.e2e import twins
 
 pytestmark = [pytest.mark.timeout(1500)]
 
@@ -276,6 +278,37 @@ def test_events_acknowledged_while_the_node_is_down_arrive_once_it_is_back(
             timeout_s=120,
         )
     assert found == {dc: 200 for dc in DCS}
+
+
+def test_the_example_queries_give_their_python_twins_results_on_the_cluster(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    """Issue 23's "Done when", on the cluster: the ``*_q.py`` twins copied into each
+    companion container's plugins directory (hot reloaded; the image installs only the
+    functions as entry points), the load generator's events sent through a relocator,
+    and each twin's results over the range, all written by the companions, equal chunk
+    by chunk (the query's adapted to its function's shape; ``url_latency_q`` also
+    merged over the range)."""
+    companions = [s.name for s in cluster.topology.services if s.role == "companion"]
+    archive = twins.queries_tar()
+    for companion in companions:
+        container = cluster.container(companion)
+        assert container is not None and container.put_archive(f"{topo.STATE}/plugins", archive)
+    for companion in companions:
+        host, port = _address(cluster, companion, "5000/tcp")
+        loaded = functools.partial(twins.loaded_by_every_worker, f"http://{host}:{port}")
+        _wait_for(f"the twins loaded by every worker of {companion}", loaded, timeout_s=60)
+    host, port = _address(cluster, "relocator1", "5141/tcp")
+    epochs = twins.send(host, port, DCS[0], events=3000)
+    twins.drop_queries(tmp_path)  # the reader has the twins' code, as a plugin author has
+    host, port = _address(cluster, "devnode", "8098/tcp")
+    with EventsClient([f"http://{host}:{port}"], timeout_s=10.0, plugin_dirs=[tmp_path]) as client:
+        results = twins.wait_served(client, DCS[0], epochs, 3000, timeout_s=120)
+    assert twins.disagreements(results) == []
+    assert twins.merged_latency_disagreements(results) == []
+    compared = twins.summary(results)
+    print(f"twins compared, (chunks, rows) per query: {compared}")
+    assert all(chunks >= 3 and rows > 0 for chunks, rows in compared.values()), compared
 
 
 def test_the_cluster_command_reports_every_service_and_refuses_an_unknown_one(

@@ -144,3 +144,16 @@ def test_the_project_image_copies_every_package_the_runtime_imports() -> None:
     runtime |= {"fleet"}
     assert runtime <= copied, sorted(runtime - copied)
     assert runtime <= set(images.PROJECT_INPUTS)
+    # ... and the build context lets it through (.dockerignore ignores everything else).
+    ignore = (root / ".dockerignore").read_text().splitlines()
+    assert "*" in ignore
+    let_through = {line[1:] for line in ignore if line.startswith("!")}
+    sources = [
+        source
+        for line in text.splitlines()
+        if line.startswith("COPY ") and "--from" not in line
+        for source in line.split()[1:-1]
+    ]
+    blocked = [s for s in sources if s.split("/")[0] not in let_through]
+    assert sources
+    assert blocked == []
