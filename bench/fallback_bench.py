@@ -17,6 +17,14 @@ plugin, two measurements, each the best of ``--repeat``:
    run, encode in the child, pipe, reap, decode) and ``run_served`` (the stored bytes
    to the fork server, its child decodes and runs): the fixed cost per chunk.
 
+3. **A query against its Python twin** (issue 23; ``--sections queries``): each example
+   that is also a query (``web_5xx`` and ``web_5xx_q``...), read by fallback only: the
+   query evaluated natively in the caller (``run_native``: one walk of the stored bytes,
+   no child) against the function through the fork server, end to end and the run
+   alone, wall and CPU per chunk of every process but the devnode (target: the query
+   >= 5x). The two give the same logic in their own shapes (``*_q.py``); both are
+   checked ok on every chunk, and web_5xx's rows equal.
+
 ``--ballast-mb N`` makes the caller N MB larger first (touched memory, as a consumer or
 a Spark executor holding data): forking the caller grows with it, the fork server not.
 ``--server-connections`` bounds the fork server's requests in flight (1: one at a time).
@@ -24,7 +32,8 @@ Each prints chunks/s, events/s and the ratio to in-process; the results of every
 are checked equal.
 
     .venv/bin/python bench/fallback_bench.py [--epochs 20] [--events 8000] [--repeat 3]
-        [--concurrency 4] [--ballast-mb 0] [--server-connections 4] [--json]
+        [--concurrency 4] [--ballast-mb 0] [--server-connections 4]
+        [--sections functions,queries] [--json]
 """
 
 from __future__ import annotations
@@ -45,7 +54,7 @@ from typing import Any
 from events import generate_events, store_epoch
 from report import emit, figure
 
-from consumer_lib.fallback import FallbackRun, run_fallback, run_served
+from consumer_lib.fallback import FallbackRun, run_fallback, run_native, run_served
 from consumer_lib.forkserver import ForkServer
 from consumer_lib.ranges import EpochRange
 from consumer_lib.store import Store
@@ -148,10 +157,21 @@ def main() -> None:
     parser.add_argument("--json", action="store_true", help="headline figures as JSON, last")
     parser.add_argument("--ballast-mb", type=int, default=0, help="grow the caller first, MB")
     parser.add_argument("--server-connections", type=int, default=4)
+    parser.add_argument(
+        "--sections",
+        type=lambda text: set(text.split(",")),
+        default={"functions", "queries"},
+        help="functions (the three ways of each Python example), queries (each query "
+        "natively against its Python twin through the fork server)",
+    )
     args = parser.parse_args()
+    if not args.sections or args.sections - {"functions", "queries"}:
+        parser.error("--sections: a comma-separated list of functions, queries")
     ballast = [bytearray(b"x" * 2**20) for _ in range(args.ballast_mb)]
 
-    subs = sorted((s for p in plugin_files(EXAMPLES) for s in load_file(p)), key=lambda s: s.name)
+    every = sorted((s for p in plugin_files(EXAMPLES) for s in load_file(p)), key=lambda s: s.name)
+    subs = [s for s in every if s.plan is None]  # the Python plugins
+    twins = [(s, q) for s in subs for q in every if q.name == f"{s.name}_q"]
     first = 1_700_100_000
     with tempfile.TemporaryDirectory(prefix="fallback-bench-") as tmp:
         devnode = DevnodeProcess(Path(tmp) / "devnode").start()
@@ -166,7 +186,14 @@ def main() -> None:
                 f"load {load:.1f}); best of {args.repeat}"
             )
             server = ForkServer(max_connections=args.server_connections)
-            runs = [bench_one(store, pool, server, sub, first=first, args=args) for sub in subs]
+            runs = [
+                bench_one(store, pool, server, sub, first=first, args=args)
+                for sub in (subs if "functions" in args.sections else [])
+            ]
+            queries = [
+                bench_query(store, pool, server, twin, first=first, args=args)
+                for twin in (twins if "queries" in args.sections else [])
+            ]
             print(f"  (fork server: {args.server_connections} connection(s), RSS "
                   f"{rss_mb(server.pid):.0f} MB; ballast {len(ballast)} MB)")  # fmt: skip
             server.close()
@@ -174,7 +201,7 @@ def main() -> None:
             store.close()
             print(f"load average after: {os.getloadavg()[0]:.1f}")
             if args.json:
-                headline(runs)
+                headline(runs, queries)
         finally:
             devnode.stop()
 
@@ -277,13 +304,89 @@ def bench_one(
     }
 
 
-def headline(runs: list[dict[str, float]]) -> None:
+def bench_query(
+    store: Store,
+    pool: ThreadPoolExecutor,
+    server: ForkServer,
+    twin: tuple[Substream, Substream],
+    *,
+    first: int,
+    args: argparse.Namespace,
+) -> dict[str, float]:
+    """One example's logic read by fallback only: as a query, natively in this process,
+    and as a Python plugin through the fork server; end to end, then the run alone."""
+    function, query = twin
+    epoch_range = EpochRange(first, first + args.epochs)
+
+    def read(reader: SubstreamReader) -> list[Any]:
+        got = list(
+            results(store, pool, reader, dc=DC, epoch_range=epoch_range, keep=ChunkFilter(),
+                    prefetch_chunks=16, metadata_depth=8)
+        )  # fmt: skip
+        assert {r.served for r in got} == {"fallback"}, {r.error for r in got}
+        return got
+
+    native = SubstreamReader(store, query.name, query, fallback="always")
+    served = SubstreamReader(store, function.name, function, fallback="always", server=server)
+    nat_s, nat_got = best(args.repeat, lambda: read(native))
+    srv_s, srv_got = best(args.repeat, lambda: read(served))
+    keys = [r.key for r in nat_got]
+    assert keys == [r.key for r in srv_got]
+    if function.name == "web_5xx":  # the one twin whose result has the same shape
+        assert [r.result for r in nat_got] == [r.result for r in srv_got]
+    del nat_got, srv_got
+    cpu = [
+        cpu_per_chunk(args.repeat, server, functools.partial(read, r), len(keys))
+        for r in (native, served)
+    ]
+    blobs = {k: store.chunk_blob(k).value for k in keys}
+    limits = store.decode_limits
+
+    def alone_native() -> None:
+        for k in keys:
+            (run,) = run_native([query], blobs[k], k, limits)
+            assert run.ok, run.error
+
+    def alone_served() -> None:
+        for k in keys:
+            (run,) = run_served(server, [function], blobs[k], k, limits)
+            assert run.ok, run.error
+
+    alone_s = [best(args.repeat, fn)[0] for fn in (alone_native, alone_served)]
+    alone_cpu = [cpu_per_chunk(args.repeat, server, fn, len(keys))
+                 for fn in (alone_native, alone_served)]  # fmt: skip
+    print(
+        f"\n{query.name} natively vs {function.name} through the fork server, fallback "
+        f"only, {len(keys)} chunks:\n"
+        f"  end to end: {nat_s * 1000 / len(keys):.2f} vs {srv_s * 1000 / len(keys):.2f} "
+        f"ms per chunk (x {srv_s / nat_s:.2f}); CPU ms per chunk, every process but the "
+        f"devnode: {cpu[0]:.2f} vs {cpu[1]:.2f} (x {cpu[1] / cpu[0]:.2f})\n"
+        f"  the run alone (stored bytes from memory, 1 thread): {alone_s[0] * 1000 / len(keys):.2f}"
+        f" vs {alone_s[1] * 1000 / len(keys):.2f} ms per chunk (x {alone_s[1] / alone_s[0]:.2f});"
+        f" CPU {alone_cpu[0]:.2f} vs {alone_cpu[1]:.2f} ms (x {alone_cpu[1] / alone_cpu[0]:.2f}); "
+        f"target x >= 5"
+    )
+    return {
+        "chunks": len(keys),
+        "nat_s": nat_s,
+        "srv_s": srv_s,
+        "nat_cpu_ms": cpu[0],
+        "srv_cpu_ms": cpu[1],
+        "alone_nat_s": alone_s[0],
+        "alone_srv_s": alone_s[1],
+        "alone_nat_cpu_ms": alone_cpu[0],
+        "alone_srv_cpu_ms": alone_cpu[1],
+    }
+
+
+def headline(runs: list[dict[str, float]], queries: list[dict[str, float]]) -> None:
     """The figures bench/report.py shows: every example plugin's chunks together."""
-    chunks = sum(r["chunks"] for r in runs)
-    names = ("old_s", "new_s", "srv_s", "inp_s", "box_s", "fs_s")
-    total = {k: sum(r[k] for r in runs) for k in names}
-    emit(
-        [
+    figures = []
+    if runs:
+        chunks = sum(r["chunks"] for r in runs)
+        names = ("old_s", "new_s", "srv_s", "inp_s", "box_s", "fs_s")
+        total = {k: sum(r[k] for r in runs) for k in names}
+        figures += [
             figure(
                 f"fallback, sandboxed (fork server), end to end, {len(runs)} plugins",
                 chunks / total["srv_s"],
@@ -309,7 +412,31 @@ def headline(runs: list[dict[str, float]]) -> None:
                 "ms",
             ),
         ]
-    )
+    if queries:
+        chunks = sum(q["chunks"] for q in queries)
+        nat = sum(q["nat_s"] for q in queries)
+        srv = sum(q["srv_s"] for q in queries)
+        figures.append(
+            figure(
+                f"fallback, {len(queries)} queries natively, end to end",
+                chunks / nat,
+                "chunks/s",
+                anchor="their Python twins through the fork server, same run",
+                anchor_value=chunks / srv,
+                target=">= 5x",
+            )
+        )
+        figures.append(
+            figure(
+                f"fallback, {len(queries)} queries natively, CPU per chunk, run alone",
+                sum(q["alone_nat_cpu_ms"] * q["chunks"] for q in queries) / chunks,
+                "ms",
+                anchor="their Python twins through the fork server, same run",
+                anchor_value=sum(q["alone_srv_cpu_ms"] * q["chunks"] for q in queries) / chunks,
+                target="<= 1/5 of the anchor",
+            )
+        )
+    emit(figures)
 
 
 if __name__ == "__main__":

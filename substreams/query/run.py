@@ -63,8 +63,9 @@ def is_query(sub: Substream) -> bool:
 @functools.lru_cache(maxsize=64)
 def program_for(plans: tuple[Plan, ...], caps: tuple[int, ...]) -> Program:
     """The program of a set of plans and their result caps, compiled once (a plugin's
-    version fixes its plan: the key holds the plans themselves)."""
-    return compile_program(plans, max_result_bytes=caps)
+    version fixes its plan: the key holds the plans themselves). The program holds the
+    plans rebuilt from their serialised form (``program.plans``), never the plugin's."""
+    return compile_program(tuple(_data_only(plan) for plan in plans), max_result_bytes=caps)
 
 
 def _data_only(plan: Plan) -> Plan:
@@ -99,9 +100,9 @@ def run_queries(
         if sub.plan is None:
             raise ValueError(f"substream {sub.name!r} is a function plugin, not a query")
     started, cpu_started = time.monotonic(), time.thread_time()
-    plans = tuple(_data_only(sub.plan) for sub, _ in jobs if sub.plan is not None)
     caps = tuple(lim.max_result_bytes for _, lim in jobs)
-    program = program_for(plans, caps)
+    program = program_for(tuple(sub.plan for sub, _ in jobs if sub.plan is not None), caps)
+    plans = program.plans  # rebuilt from their data, once a program
     results: list[Rows | None] = [None] * len(plans)
     walked = _walk(program, blob, key, decode_limits)
     if walked is not None:

@@ -25,6 +25,47 @@
 
 #define QW_NO (-1)
 
+/* Which child of a node a key names, remembered by the key string's position: with
+ * deduplicated strings an event's keys are COPYs of the first event's, so after that
+ * event the children are not scanned again (the key's bytes fixed by its position).
+ * Direct-mapped; a miss scans. Kept beside the caller's QWalk (srl_query_walk), so
+ * the header's walk state is unchanged. */
+#define QW_MEMO 512
+
+typedef struct {
+    Py_ssize_t src; /* the key string's tag position; -1: empty */
+    int32_t first;  /* the node's first child (the node, for the scan) */
+    int32_t match;  /* the child it names, or -1 */
+} QKeyMemo;
+
+typedef struct {
+    QWalk w; /* first: a QWalk * of the walk is a QWalkMemo * */
+    QKeyMemo memo[QW_MEMO];
+} QWalkMemo;
+
+/* The child of first's node (first: its first child) named by the key s[0:n] at src. */
+static inline int32_t
+child_named(QWalk *w, Py_ssize_t src, int32_t first, const uint8_t *s, Py_ssize_t n)
+{
+    if (first < 0)
+        return -1;
+    QKeyMemo *m = &((QWalkMemo *)w)->memo[((size_t)src * 31u + (size_t)first) & (QW_MEMO - 1)];
+    if (m->src == src && m->first == first)
+        return m->match;
+    const QNode *nodes = w->prog->nodes;
+    int32_t match = -1;
+    for (int32_t c = first; c >= 0; c = nodes[c].next_sibling) {
+        if (nodes[c].key_len == n && memcmp(nodes[c].key, s, (size_t)n) == 0) {
+            match = c;
+            break;
+        }
+    }
+    m->src = src;
+    m->first = first;
+    m->match = match;
+    return match;
+}
+
 static inline int
 skip_pad(QWalk *w, Py_ssize_t *pos)
 {
@@ -129,13 +170,7 @@ hash_pairs(QWalk *w, Py_ssize_t *pos, uint64_t n, int32_t node)
         } else if (!srl_is_string_tag(tag) || payload(w, tagpos, &s, &len, pos) < 0) {
             return QW_NO;
         }
-        int32_t match = -1;
-        for (int32_t c = first; c >= 0; c = nodes[c].next_sibling) {
-            if (nodes[c].key_len == len && memcmp(nodes[c].key, s, (size_t)len) == 0) {
-                match = c;
-                break;
-            }
-        }
+        int32_t match = child_named(w, src, first, s, len);
         if (match >= 0 && w->seen[match] == w->event)
             return QW_NO; /* the key again: the decoder keeps the last value */
         if (item(w, pos, match) < 0)
@@ -331,8 +366,25 @@ item(QWalk *w, Py_ssize_t *pos, int32_t node)
     return QW_NO;
 }
 
+static int walk_body(QWalk *w);
+
 int
-srl_query_walk(QWalk *w)
+srl_query_walk(QWalk *caller)
+{
+    QWalkMemo *m = PyMem_RawMalloc(sizeof *m);
+    if (m == NULL)
+        return QW_NO; /* the reference answers */
+    m->w = *caller;
+    for (int i = 0; i < QW_MEMO; i++)
+        m->memo[i].src = -1;
+    int rc = walk_body(&m->w);
+    *caller = m->w; /* the counters the walk moved */
+    PyMem_RawFree(m);
+    return rc;
+}
+
+static int
+walk_body(QWalk *w)
 {
     Py_ssize_t p = w->start;
     if (skip_pad(w, &p) < 0 || enter(w) < 0)
