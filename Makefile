@@ -81,7 +81,7 @@ preflight: system-deps
 	$(PYTHON) scripts/preflight.py
 
 # The stamp depends on everything that changes what gets installed or built.
-$(VENV)/.installed: pyproject.toml setup.py $(wildcard eventstore/sereal/csrc/*) | system-deps
+$(VENV)/.installed: pyproject.toml setup.py $(wildcard sereal_codec/csrc/* relocator/csrc/* consumer_lib/csrc/*) | system-deps
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q -e '.[dev,spark]'
@@ -90,4 +90,4 @@ $(VENV)/.installed: pyproject.toml setup.py $(wildcard eventstore/sereal/csrc/*)
 venv: system-deps $(VENV)/.installed
 
 clean:
-	rm -rf $(VENV) build *.egg-info eventstore/sereal/*.so
+	rm -rf $(VENV) build *.egg-info sereal_codec/*.so relocator/*.so consumer_lib/*.so

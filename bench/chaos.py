@@ -50,6 +50,7 @@ from chaos_stack import Stack, StackOptions
 from chaos_system import CLEANUP, system_support
 
 from consumer_lib import EventsClient
+from relocator.testing import drained
 from substreams.loader import load_file
 
 log = logging.getLogger("chaos")
@@ -181,10 +182,7 @@ def _drain(stack: Stack, timeout_s: float) -> bool:
     while time.monotonic() < deadline:
         statuses = [stack.relocator_status(d) for d in stack.relocators]
         spool = list((stack.root / "spool").glob("*.srl"))
-        if not spool and all(
-            s and s["open_events"] == 0 and s["batches"] == 0 and not any(s["backlog"].values())
-            for s in statuses
-        ):
+        if not spool and all(s and drained(s) for s in statuses):
             return True
         time.sleep(0.5)
     log.warning(

@@ -64,7 +64,7 @@ from pathlib import Path
 
 from chaos_load import ID_KEY
 
-from eventstore import sereal
+import sereal_codec as sereal
 from relocator.wire import LENGTH, parse_frame
 
 __all__ = [

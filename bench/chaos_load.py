@@ -3,7 +3,7 @@ with a unique ``chaos_id``, each recording exactly which ids were made durable.
 
 :class:`AckedProducer` sends the realistic mix (:mod:`relocator.events`) through
 :class:`relocator.producer.TcpEmitter` (with a producer id, or without one: a legacy,
-at-least-once producer) and an :class:`AckCutProxy`, which can swallow an
+at-least-once producer) and a :class:`relocator.ack_proxy.AckCutProxy`, which can swallow an
 acknowledgement the relocator sent after its fdatasync and cut the connection, so the
 producer resends frames the relocator already holds. :class:`SpoolWriter` drops
 per-epoch blobs into the relocators' shared spool directory as an external aggregator
@@ -12,125 +12,23 @@ does, and on request files with an event at and above ``max_event_bytes``.
 
 from __future__ import annotations
 
-import contextlib
 import itertools
 import os
 import random
-import socket
 import threading
 import time
 from pathlib import Path
 
-from eventstore import sereal
+import sereal_codec as sereal
 from relocator import defaults
+from relocator.ack_proxy import AckCutProxy
 from relocator.events import iter_events
 from relocator.producer import TcpEmitter
-from relocator.wire import HELLO_REPLY
 
-__all__ = ["ID_KEY", "AckCutProxy", "AckedProducer", "SpoolWriter"]
+__all__ = ["ID_KEY", "AckedProducer", "SpoolWriter"]
 
 #: The field every campaign event carries: an int unique in the run.
 ID_KEY = "chaos_id"
-
-
-class AckCutProxy:
-    """A TCP proxy between one producer and its relocator (``127.0.0.1:upstream``).
-
-    The producer's bytes always go through, and so do the relocator's until
-    :meth:`cut_next` arms it: then the next read of acknowledgements (sent by the
-    relocator after its fdatasync) is swallowed and both connections are cut, so the
-    producer resends frames the relocator already made durable (issue 24's duplicate
-    case). The hello's answer always goes through.
-
-    Args:
-        upstream: the relocator's TCP port.
-    """
-
-    def __init__(self, upstream: int) -> None:
-        self._upstream = upstream
-        self.cuts = 0
-        self._armed = 0
-        self._lock = threading.Lock()
-        self._open: list[socket.socket] = []
-        self._listener = socket.create_server(("127.0.0.1", 0))
-        self.port: int = self._listener.getsockname()[1]
-        threading.Thread(target=self._accept, name=f"proxy-{upstream}", daemon=True).start()
-
-    def cut_next(self) -> None:
-        """Swallow the next acknowledgement and cut the connection."""
-        with self._lock:
-            self._armed += 1
-
-    def disarm(self) -> None:
-        """Forget cuts asked for and not made yet."""
-        with self._lock:
-            self._armed = 0
-
-    @property
-    def armed(self) -> int:
-        """Cuts asked for and not made yet."""
-        with self._lock:
-            return self._armed
-
-    def _accept(self) -> None:
-        while True:
-            try:
-                down, _ = self._listener.accept()
-            except OSError:
-                return
-            try:
-                up = socket.create_connection(("127.0.0.1", self._upstream), timeout=5)
-            except OSError:
-                # The relocator is down. Closed at once, the producer would connect again
-                # at once (an emitter backs off after a refused connect only, not after
-                # a connection that ends at once): close it after the first back-off.
-                threading.Timer(0.5, down.close).start()
-                continue
-            up.settimeout(None)
-            with self._lock:
-                self._open += [down, up]
-            threading.Thread(target=self._pump, args=(down, up), daemon=True).start()
-            threading.Thread(target=self._acks, args=(up, down), daemon=True).start()
-
-    def _pump(self, src: socket.socket, dst: socket.socket) -> None:
-        with contextlib.suppress(OSError):
-            while data := src.recv(65536):
-                dst.sendall(data)
-        self._close(src, dst)
-
-    def _acks(self, up: socket.socket, down: socket.socket) -> None:
-        first = True
-        with contextlib.suppress(OSError):
-            while data := up.recv(65536):
-                if first and data.startswith(HELLO_REPLY):
-                    down.sendall(HELLO_REPLY)
-                    data = data[len(HELLO_REPLY) :]
-                first = False
-                if not data:
-                    continue
-                with self._lock:
-                    cut = self._armed > 0
-                    if cut:
-                        self._armed -= 1
-                        self.cuts += 1
-                if cut:
-                    break  # swallowed: durable at the relocator, never heard of here
-                down.sendall(data)
-        self._close(up, down)
-
-    def _close(self, *socks: socket.socket) -> None:
-        for s in socks:
-            with contextlib.suppress(OSError):
-                s.shutdown(socket.SHUT_RDWR)
-            s.close()
-        with self._lock:
-            self._open = [s for s in self._open if s not in socks]
-
-    def close(self) -> None:
-        self._listener.close()
-        with self._lock:
-            socks, self._open = self._open, []
-        self._close(*socks)
 
 
 class AckedProducer:

@@ -33,13 +33,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from chaos_load import AckCutProxy, AckedProducer, SpoolWriter
+from chaos_load import AckedProducer, SpoolWriter
 from chaos_system import NetNamespace, TmpfsMount, remove_stale_namespaces, system_support
 
 from companion.testing import CompanionProcess
 from devnode.testing import DevnodeProcess, free_port
 from fleet.harness import ServerProcess
-from relocator.testing import RelocatorProcess, ZooKeeperProcess, four_letter, write_config
+from relocator.ack_proxy import AckCutProxy
+from relocator.testing import RelocatorProcess, ZooKeeperProcess, four_letter, relocator_process
 
 log = logging.getLogger("chaos.stack")
 
@@ -308,7 +309,7 @@ class Stack:
         if opts.legacy_rate > 0:
             producers.append(("legacy", self.relocators[1], opts.legacy_rate, False))
         for i, (name, relocator, rate, idempotent) in enumerate(producers):
-            proxy = AckCutProxy(self.tcp_ports[relocator.name])
+            proxy = AckCutProxy(self.tcp_ports[relocator.name], refused_close_s=0.5)
             self.producers.append(
                 AckedProducer(
                     name,
@@ -397,21 +398,17 @@ class Stack:
         root.mkdir(parents=True)
         if tmpfs:
             self.tmpfs = TmpfsMount(data, tmpfs).mount()
-        tcp, metrics = free_port(), free_port()
-        self.tcp_ports[name] = tcp
-        self.writer_ids[name] = i
-        config = write_config(
-            root / "relocator.toml",
+        process, self.tcp_ports[name] = relocator_process(
+            root,
+            {"devnode": self.devnode_url},
+            name="relocator",
             data_dir=data,
-            clusters={"devnode": self.devnode_url},
-            tcp_port=tcp,
-            metrics_port=metrics,
             spool_dir=spool,
             writer_id=i,
             zookeeper=(self.zk.hosts, ZK_RELOCATOR_ROOT),
             grace_s=0.5,
         )
-        process = RelocatorProcess(config, metrics_port=metrics, log_path=root / "relocator.log")
+        self.writer_ids[name] = i
         daemon = Daemon(name, process, self.t0)
         self.relocators.append(daemon)
         daemon.start()

@@ -49,20 +49,19 @@ from pathlib import Path
 from typing import Any, NamedTuple, TypeVar
 
 from events import generate_events, store_epoch
-from report import emit, figure
+from report import best, emit, figure
 
+import sereal_codec as sereal
 from companion.testing import Stack, start_stack
 from consumer_lib import EventsClient, defaults, fullstream, types
 from consumer_lib.pipeline import prefetch
 from consumer_lib.ranges import EpochRange
 from consumer_lib.store import FetchedBlob, FetchedChunk, Store
 from consumer_lib.types import Chunk, ChunkFilter, tag_chunk
-from devnode.testing import free_port
-from eventstore import sereal
 from eventstore.blob import unpack_blob
 from eventstore.chunking import chunk_events
 from eventstore.names import DEFAULT_NAMESPACES, ChunkKey, ChunkRef
-from relocator.testing import AckedSender, RelocatorProcess, write_config
+from relocator.testing import AckedSender, relocator_process
 from substreams.loader import load_file, plugin_files
 
 EXAMPLES = Path(__file__).parents[1] / "substreams" / "examples"
@@ -80,15 +79,6 @@ def write_range(stack: Stack, first: int, epochs: int, per_epoch: int) -> tuple[
         blobs += store_epoch(stack.riak, first + i, DC, events[start : start + per_epoch])
         total += per_epoch
     return total, blobs
-
-
-def best(repeat: int, run: Any) -> tuple[float, Any]:
-    times, out = [], None
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        out = run()
-        times.append(time.perf_counter() - t0)
-    return min(times), out
 
 
 def main() -> None:
@@ -453,15 +443,9 @@ def bench_tail_lag(
 ) -> float:
     """Section 3: seconds from an epoch's end to its delivery by tail; returns the p99."""
     dc = "taillag"
-    tcp, mport = free_port(), free_port()
-    cfg = write_config(
-        tmp / "relocator.toml",
-        data_dir=tmp / "relocator",
-        clusters={"a": stack.devnode.url},
-        tcp_port=tcp,
-        metrics_port=mport,
+    relocator, tcp = relocator_process(
+        tmp, {"a": stack.devnode.url}, name="relocator", data_dir=tmp / "relocator"
     )
-    relocator = RelocatorProcess(cfg, metrics_port=mport, log_path=tmp / "relocator.log")
     relocator.start()
     start = int(time.time())  # before the first event is sent: every event is in range
     sender = AckedSender(tcp, dc, first_id=0).start()

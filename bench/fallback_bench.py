@@ -45,15 +45,15 @@ import os
 import platform
 import resource
 import tempfile
-import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 from events import generate_events, store_epoch
-from report import emit, figure
+from report import best, emit, figure
 
+import sereal_codec as sereal
 from consumer_lib.fallback import FallbackRun, run_fallback, run_native, run_served
 from consumer_lib.forkserver import ForkServer
 from consumer_lib.ranges import EpochRange
@@ -61,7 +61,6 @@ from consumer_lib.store import Store
 from consumer_lib.substream import SubstreamReader, results
 from consumer_lib.types import ChunkFilter
 from devnode.testing import DevnodeProcess
-from eventstore import sereal
 from eventstore.names import DEFAULT_NAMESPACES, ChunkKey
 from eventstore.riak import RiakClient
 from substreams.api import Context, Event, Substream
@@ -84,15 +83,6 @@ class InProcessReader(SubstreamReader):
 
     def run(self, plugin: Substream, events: list[Event], key: ChunkKey) -> FallbackRun:
         return in_process(plugin, events, key)
-
-
-def best(repeat: int, run: Callable[[], Any]) -> tuple[float, Any]:
-    times, out = [], None
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        out = run()
-        times.append(time.perf_counter() - t0)
-    return min(times), out
 
 
 def cpu_s(server: ForkServer | None = None) -> float:

@@ -41,10 +41,10 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from eventstore import sereal  # noqa: E402
-from eventstore.sereal import compression  # noqa: E402
-from eventstore.sereal.document import read_layout  # noqa: E402
+import sereal_codec as sereal  # noqa: E402
 from relocator.events import EXPERIMENTS, generate_events  # noqa: E402
+from sereal_codec import compression  # noqa: E402
+from sereal_codec.document import read_layout  # noqa: E402
 from substreams.examples.event_counts_q import event_counts_q  # noqa: E402
 from substreams.examples.url_latency_q import url_latency_q  # noqa: E402
 from substreams.examples.web_5xx_q import web_5xx_q  # noqa: E402

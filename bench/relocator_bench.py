@@ -52,11 +52,11 @@ from typing import Any
 
 from report import emit, figure
 
-from devnode.testing import DevnodeProcess, free_port
-from eventstore import sereal
+import sereal_codec as sereal
+from devnode.testing import DevnodeProcess
 from eventstore.riak import NotFound, RiakClient
 from relocator.loadgen import generate, raw_size
-from relocator.testing import RelocatorProcess, write_config
+from relocator.testing import RelocatorProcess, drained, relocator_process
 from relocator.wire import ACK, HELLO_REPLY, LENGTH, encode_hello, frame_head, frame_tail
 
 
@@ -96,28 +96,25 @@ def _cpu_figures(seconds: float, relocator: float, devnode: float, driver: float
 
 
 def _drained(port: int) -> bool:
-    s = _status(port)
-    return s["open_events"] == 0 and s["batches"] == 0 and not any(s["backlog"].values())
+    return drained(_status(port))
 
 
 def _setup(
     tmp: Path, grace_s: float, spool: Path | None = None
 ) -> tuple[DevnodeProcess, RelocatorProcess, int, int]:
     node = DevnodeProcess(tmp / "devnode" / "data").start()
-    tcp, mport = free_port(), free_port()
-    cfg = write_config(
-        tmp / "r.toml",
+    proc, tcp = relocator_process(
+        tmp,
+        {"dev": node.url},
+        name="relocator",
         data_dir=tmp / "rdata",
-        clusters={"dev": node.url},
-        tcp_port=tcp,
-        metrics_port=mport,
         spool_dir=spool,
         grace_s=grace_s,
         tick_s=0.1,
         segment_max_s=1.0,
     )
-    proc = RelocatorProcess(cfg, metrics_port=mport, log_path=tmp / "relocator.log").start()
-    return node, proc, tcp, mport
+    proc.start()
+    return node, proc, tcp, proc.metrics_port
 
 
 def _frames(docs: list[tuple[str, str, str, bytes]]) -> tuple[list[bytes], list[bytes]]:
@@ -264,7 +261,7 @@ def bench_spool(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
             time.sleep(0.05)
         took = time.perf_counter() - start
         return {
-            "writer": "perl Sereal::Encoder (zlib, dedupe)" if perl else "eventstore.sereal",
+            "writer": "perl Sereal::Encoder (zlib, dedupe)" if perl else "sereal_codec",
             "files": args.spool_files,
             "blob_kb": [len(b) // 1000 for b, _, _ in blobs],
             "file_mb": round(file_bytes / 1e6, 1),

@@ -34,10 +34,12 @@ import signal
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
+
+_T = TypeVar("_T")
 
 BENCH_DIR = Path(__file__).resolve().parent
 #: SIGINT first (the benchmark's ``finally`` stops the servers it started), then SIGKILL
@@ -83,6 +85,20 @@ def emit(figures: Sequence[dict[str, Any]], cpu_s: dict[str, float] | None = Non
     """
     rounded = {k: round(v, 2) for k, v in (cpu_s or {}).items()}
     print(json.dumps({"figures": list(figures), "cpu_s": rounded}), flush=True)
+
+
+def best(repeat: int, run: Callable[[], _T]) -> tuple[float, _T]:
+    """Call ``run`` ``repeat`` times (at least once).
+
+    Returns:
+        The least wall time of a call, seconds, and what the last call returned.
+    """
+    least = float("inf")
+    for _ in range(max(repeat, 1)):
+        t0 = time.perf_counter()
+        out = run()
+        least = min(least, time.perf_counter() - t0)
+    return least, out
 
 
 @dataclass(frozen=True)

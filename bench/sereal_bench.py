@@ -42,8 +42,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from events import generate_events
 from report import emit, figure
 
-from eventstore.sereal.projection import compile_fields, project_events
 from relocator.events import WEB_SUBSTREAM_FIELDS
+from sereal_codec.projection import compile_fields, project_events
 
 PERL_SCRIPT = Path(__file__).resolve().parent / "perl" / "sereal_bench.pl"
 #: What a typical web substream reads (see the module docstring).
@@ -170,8 +170,8 @@ def main() -> None:
     repeat: int = max(1, args.repeat)
     pure_repeat: int = args.pure_repeat or max(1, repeat // 3)
 
-    import eventstore.sereal as default_codec
-    import eventstore.sereal.pure as pure_codec
+    import sereal_codec as default_codec
+    import sereal_codec.pure as pure_codec
 
     print(f"machine: {machine()}")
     events = generate_events(args.events)
@@ -197,9 +197,7 @@ def main() -> None:
     rows = [perl_row]
     impl = getattr(default_codec, "IMPLEMENTATION", "?")
     if impl == "c":
-        rows.append(
-            bench_codec("eventstore.sereal (compiled)", default_codec, events, blob, repeat)
-        )
+        rows.append(bench_codec("sereal_codec (compiled)", default_codec, events, blob, repeat))
         rows.append(projected_row(default_codec, blob, events, repeat))
         if len(default_codec.decode_json_lines(blob)) != n:
             sys.exit("decode_json_lines does not reproduce the events")
@@ -222,9 +220,9 @@ def main() -> None:
         )
     else:
         rows.append(
-            Row("eventstore.sereal (compiled)", None, None, f"not built: IMPLEMENTATION={impl!r}")
+            Row("sereal_codec (compiled)", None, None, f"not built: IMPLEMENTATION={impl!r}")
         )
-    rows.append(bench_codec("eventstore.sereal.pure", pure_codec, events, blob, pure_repeat))
+    rows.append(bench_codec("sereal_codec.pure", pure_codec, events, blob, pure_repeat))
     rows.append(
         Row(
             "orjson (JSON), gc on",
@@ -247,7 +245,7 @@ def main() -> None:
 def headline(rows: list[Row], n: int) -> list[dict[str, Any]]:
     """The figures bench/report.py shows: the compiled codec against Perl, same run."""
     by_name = {"Perl" if r.name.startswith("Perl") else r.name: r for r in rows}
-    perl, ours = by_name["Perl"], by_name["eventstore.sereal (compiled)"]
+    perl, ours = by_name["Perl"], by_name["sereal_codec (compiled)"]
     out = []
     for what, mine, theirs, target in (
         ("decode", ours.decode_s, perl.decode_s, ">= 1.3x"),

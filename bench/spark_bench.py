@@ -49,8 +49,9 @@ from typing import Any
 from events import generate_events, store_epoch
 from report import emit, figure
 
+import sereal_codec as sereal
+from consumer_lib.spark.testing import local_session
 from devnode.testing import DevnodeProcess
-from eventstore import sereal
 from eventstore.blob import verify_postfix
 from eventstore.riak import RiakClient
 
@@ -183,21 +184,41 @@ def noop_write(df: Any) -> None:
     df.write.format("noop").mode("overwrite").save()
 
 
-def start_spark(driver_memory: str) -> Any:
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
-    from pyspark.sql import SparkSession
+def best_of_rounds(
+    frames: dict[str, Any], repeat: int
+) -> tuple[dict[str, Measurement], list[dict[str, tuple[float, float]]]]:
+    """Write each frame with :func:`noop_write`, ``repeat`` rounds of every row in turn,
+    so that a change of load on this shared machine hits every row alike.
 
-    session = (
-        SparkSession.builder.master("local[2]")
-        .appName("riak-events-spark-bench")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.driver.memory", driver_memory)
-        .getOrCreate()
+    Returns:
+        Each row's best run (least wall time), and each round's (wall s, CPU s) by row.
+    """
+    results: dict[str, Measurement] = {}
+    rounds: list[dict[str, tuple[float, float]]] = []
+    for _ in range(repeat):
+        rounds.append({})
+        for row, df in frames.items():
+            m = measure(partial(noop_write, df))
+            rounds[-1][row] = m[0], sum(m[1].values())
+            if row not in results or m[0] < results[row][0]:
+                results[row] = m
+    return results, rounds
+
+
+def machine_line() -> str:
+    """The processor, cores, Python and load average, for a bench's header."""
+    return (
+        f"machine: {platform.processor() or platform.machine()}, "
+        f"{os.cpu_count()} cores, Python {platform.python_version()}, "
+        f"load {' '.join(f'{x:.2f}' for x in os.getloadavg())}"
     )
-    session.sparkContext.setLogLevel("ERROR")
-    return session
+
+
+def start_spark(driver_memory: str) -> Any:
+    return local_session(
+        "riak-events-spark-bench",
+        {"spark.ui.showConsoleProgress": "false", "spark.driver.memory": driver_memory},
+    )
 
 
 def main() -> None:
@@ -234,11 +255,7 @@ def main() -> None:
                 f"{json_bytes / 1e6:.1f} MB of JSON lines in {time.perf_counter() - t0:.1f}s "
                 f"(codec: {sereal.IMPLEMENTATION})"
             )
-            print(
-                f"machine: {platform.processor() or platform.machine()}, "
-                f"{os.cpu_count()} cores, Python {platform.python_version()}, "
-                f"load {' '.join(f'{x:.2f}' for x in os.getloadavg())}"
-            )
+            print(machine_line())
             spark = start_spark(args.driver_memory)
             register(spark)
             if args.before:
@@ -276,17 +293,7 @@ def main() -> None:
                 frames[row] = frame(row)
                 got = frames[row].count()
                 assert got == n_events, (row, got, n_events)
-            # Rounds of every row in turn, so that a change of load on this shared
-            # machine hits every row alike; each row keeps its best run.
-            results: dict[str, Measurement] = {}
-            rounds: list[dict[str, tuple[float, float]]] = []  # row: (wall s, CPU s)
-            for _ in range(args.repeat):
-                rounds.append({})
-                for row, df in frames.items():
-                    m = measure(partial(noop_write, df))
-                    rounds[-1][row] = m[0], sum(m[1].values())
-                    if row not in results or m[0] < results[row][0]:
-                        results[row] = m
+            results, rounds = best_of_rounds(frames, args.repeat)
             print(
                 f"\n{n_events} events, {args.epochs}-epoch range, local[2], noop write, "
                 f"best of {args.repeat}"

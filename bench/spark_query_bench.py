@@ -27,20 +27,25 @@ CPU ratio. Target (issue 23): pushdown >= 3x the anchor.
 from __future__ import annotations
 
 import argparse
-import os
-import platform
 import statistics
 import tempfile
 import time
-from functools import partial
 from pathlib import Path
 from typing import Any
 
 from report import emit, figure
-from spark_bench import DC, FIRST_EPOCH, Measurement, measure, noop_write, start_spark, write_range
+from spark_bench import (
+    DC,
+    FIRST_EPOCH,
+    Measurement,
+    best_of_rounds,
+    machine_line,
+    start_spark,
+    write_range,
+)
 
+import sereal_codec as sereal
 from devnode.testing import DevnodeProcess
-from eventstore import sereal
 from eventstore.riak import RiakClient
 
 #: The filter and projection, in the query plugins' SQL (``load_events``) ...
@@ -88,11 +93,7 @@ def main() -> None:
                 f"wrote {args.epochs} epochs, {n_events} events, {stored / 1e6:.1f} MB stored "
                 f"in {time.perf_counter() - t0:.1f}s (codec: {sereal.IMPLEMENTATION})"
             )
-            print(
-                f"machine: {platform.processor() or platform.machine()}, "
-                f"{os.cpu_count()} cores, Python {platform.python_version()}, "
-                f"load {' '.join(f'{x:.2f}' for x in os.getloadavg())}"
-            )
+            print(machine_line())
             spark = start_spark(args.driver_memory)
             options = {"nodes": node.url, "dc": DC, "start": FIRST_EPOCH}
             options["end"] = FIRST_EPOCH + args.epochs
@@ -109,15 +110,7 @@ def main() -> None:
             counts = {row: df.count() for row, df in frames.items()}
             assert len(set(counts.values())) == 1 and counts["anchor"] > 0, counts
             print(f"rows kept: {counts['anchor']} of {n_events} events")
-            results: dict[str, Measurement] = {}
-            rounds: list[dict[str, tuple[float, float]]] = []  # row: (wall s, CPU s)
-            for _ in range(args.repeat):
-                rounds.append({})
-                for row, df in frames.items():
-                    m = measure(partial(noop_write, df))
-                    rounds[-1][row] = m[0], sum(m[1].values())
-                    if row not in results or m[0] < results[row][0]:
-                        results[row] = m
+            results, rounds = best_of_rounds(frames, args.repeat)
             report(results, rounds, n_events, args)
             if args.json:
                 headline(results, n_events, args.epochs, args.events)

@@ -19,7 +19,7 @@ from eventstore.errors import BlobTooLarge, EventStoreError
 from eventstore.names import ChunkKey, Namespaces
 from eventstore.riak import NotFound, RiakClient, RiakError
 from eventstore.riak.defaults import CONFIRMED_ABSENCE
-from eventstore.sereal.projection import Tree, project_events
+from sereal_codec.projection import Tree, project_events
 from substreams import forkserver_process
 from substreams.api import Event
 from substreams.forkserver_process import UndecodableChunk
@@ -69,7 +69,7 @@ def decode_chunk(
         key, blob: the chunk.
         limits: the decode limits (checked from the header first; the decompressor
             and the objects built are bounded by them).
-        fields: the fields of each event to keep (``eventstore/sereal/projection.py``);
+        fields: the fields of each event to keep (``sereal_codec/projection.py``);
             None: all.
 
     Raises:

@@ -306,15 +306,16 @@ def tag_events_py(
 
 def _core_tagger() -> Tagger:
     try:
-        # By name, as eventstore.sereal looks its core up (an import statement of the
+        # By name, as sereal_codec looks its core up (an import statement of the
         # extension would be an edge of the import graph to a module not parsed).
-        tagger: Tagger = importlib.import_module("eventstore.sereal._sereal").tag_events
-    except (ImportError, AttributeError):  # the core is not built (or older): the reference
+        tagger: Tagger = importlib.import_module("consumer_lib._tagger").tag_events
+    except (ImportError, AttributeError):  # not built: the reference
         return tag_events_py
     return tagger
 
 
-#: The tagger :func:`tag_events` uses: the core's (``csrc/tag_events.c``) when built.
+#: The tagger :func:`tag_events` uses: the compiled one (``consumer_lib/csrc/tag_events.c``,
+#: the module ``consumer_lib._tagger``) when built.
 TAGGER: Tagger = _core_tagger()
 
 
@@ -323,7 +324,7 @@ def tag_events(events: list[Event], key: ChunkKey) -> list[TaggedEvent]:
 
     Equal object for object to :func:`tag_chunk` (a new :class:`TaggedEvent` per
     event, holding these very objects); built by the Sereal core when it is built
-    (``eventstore/sereal/csrc/tag_events.c``: an allocation and six stores per event,
+    (``consumer_lib/csrc/tag_events.c``: an allocation and six stores per event,
     where the descriptors cost ~0.2 us), else by :func:`tag_events_py`.
 
     Args:

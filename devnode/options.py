@@ -11,20 +11,11 @@ and ``example-config.toml`` follow from this table; the reasons for the defaults
 from __future__ import annotations
 
 from devnode import defaults
-from eventstore.optiontable import Kind, Option, OptionTable, Section
-from eventstore.settings import SettingsError, parse_listen
+from eventstore.optiontable import Kind, Option, OptionTable, Section, check_listen
 
 __all__ = ["OPTIONS"]
 
 _E = "RIAK_EVENTS_DEVNODE_"
-
-
-def _listen(value: str) -> str | None:
-    try:
-        parse_listen(value, source="listen")
-    except SettingsError:
-        return "not HOST:PORT"
-    return None
 
 
 def _ring_size(value: int) -> str | None:
@@ -93,7 +84,7 @@ OPTIONS = OptionTable(
             "str",
             defaults.LISTEN,
             "Address to serve on, HOST:PORT. Loopback unless you mean it: no authentication.",
-            check=_listen,
+            check=check_listen,
             env=_E + "LISTEN",
             cli="--listen",
         ),

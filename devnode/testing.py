@@ -11,8 +11,10 @@ from __future__ import annotations
 import http.client
 import socket
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import NamedTuple
+from urllib.parse import urlsplit
 
 from fleet.harness import ServerProcess, environment_without
 
@@ -22,6 +24,41 @@ def free_port(host: str = "127.0.0.1") -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind((host, 0))
         return int(s.getsockname()[1])
+
+
+class RawResponse(NamedTuple):
+    """What a server answered to :func:`raw_request`."""
+
+    status: int
+    #: Header names in lower case.
+    headers: dict[str, str]
+    body: bytes
+
+
+def raw_request(
+    url: str,
+    method: str,
+    path: str,
+    body: bytes | None = None,
+    headers: Mapping[str, str] | None = None,
+    *,
+    timeout_s: float = 10.0,
+) -> RawResponse:
+    """One HTTP request to the server at ``url`` (a devnode or a Riak node) without our
+    client, to check what the server itself answers, error statuses included.
+
+    Raises:
+        OSError: no connection, or no answer within ``timeout_s`` seconds.
+    """
+    parts = urlsplit(url)
+    connection = http.client.HTTPConnection(parts.hostname or "", parts.port, timeout=timeout_s)
+    try:
+        connection.request(method, path, body=body, headers=dict(headers or {}))
+        response = connection.getresponse()
+        answered = {k.lower(): v for k, v in response.getheaders()}
+        return RawResponse(response.status, answered, response.read())
+    finally:
+        connection.close()
 
 
 class DevnodeProcess(ServerProcess):

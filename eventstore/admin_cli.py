@@ -30,7 +30,7 @@ from eventstore.errors import EventStoreError
 from eventstore.names import DEFAULT_NAMESPACES, ChunkKey, MetadataKey, parse_metadata
 from eventstore.options import check_dc, check_node_urls, check_riak_node, json_option
 from eventstore.riak import NotFound, RiakClient, RiakError
-from eventstore.sereal.cli import to_json
+from eventstore.sereal_cli import to_json
 
 __all__ = ["chunk", "metadata", "parse_epoch"]
 

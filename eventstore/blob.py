@@ -23,7 +23,7 @@ as the decompressor's limit, and decodes with an object budget
 (``DecodeLimits.max_decoded_objects``): a small body can still build many objects
 (an empty hash is one byte and ~72 bytes of Python), so past the budget the decoder
 stops and :class:`BlobTooManyObjects` (a ``BlobTooLarge``) is raised. Design and
-figures: ``eventstore/sereal/DESIGN.md``, "Bounded decoding".
+figures: ``sereal_codec/DESIGN.md``, "Bounded decoding".
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from typing import Any
 
 import xxhash
 
-from eventstore import sereal
+import sereal_codec as sereal
 from eventstore.errors import (
     BlobDecodeError,
     BlobError,
@@ -43,9 +43,9 @@ from eventstore.errors import (
     ChecksumMissing,
     UnsupportedChecksum,
 )
-from eventstore.sereal import document as sereal_document
-from eventstore.sereal.errors import DecodeBudgetExceeded, SerealError
-from eventstore.sereal.projection import Field, compile_fields
+from sereal_codec import document as sereal_document
+from sereal_codec.errors import DecodeBudgetExceeded, SerealError
+from sereal_codec.projection import Field, compile_fields
 
 __all__ = [
     "ALG_XXH3_64",
@@ -87,7 +87,7 @@ MAX_DECODED_RATIO = 64.0
 #: (``eventstore.chunking.CHUNK_MAX_BODY_BYTES``), so nothing we write is refused.
 DECODED_FLOOR_BYTES = 16 * 2**20
 #: Default budget of Python objects one blob may decode to, counted as
-#: ``eventstore/sereal/DESIGN.md`` ("Bounded decoding") says (containers with their
+#: ``sereal_codec/DESIGN.md`` ("Bounded decoding") says (containers with their
 #: slots, references, objects, regexps). Realistic 500 KB chunks of the events
 #: generator need ~320,000; an 8 MiB body of them (the most our writers put in a chunk)
 #: ~2.4 million, of one event repeated ~3.1 million. At the worst ~80 bytes measured per
@@ -159,7 +159,7 @@ class DecodeLimits:
         max_decoded_ratio: cap relative to the blob's stored size (> 0).
         floor_bytes: what every blob may decode to whatever its ratio, bytes (>= 0).
         max_decoded_objects: the decoder's object budget (> 0), counted as
-            ``eventstore/sereal/DESIGN.md`` ("Bounded decoding") says.
+            ``sereal_codec/DESIGN.md`` ("Bounded decoding") says.
     """
 
     max_decoded_bytes: int = MAX_DECODED_BYTES
@@ -323,7 +323,7 @@ def pack_blob(
     Args:
         value: what to store.
         compress, level, dedupe_strings, protocol, compress_threshold: passed to
-            :func:`eventstore.sereal.encode` (``compress``: "zstd", "zlib", "snappy" or
+            :func:`sereal_codec.encode` (``compress``: "zstd", "zlib", "snappy" or
             None; ``compress_threshold`` in bytes of uncompressed body).
         algorithm: checksum algorithm id.
 
@@ -331,7 +331,7 @@ def pack_blob(
         The Sereal document with its checksum postfix.
 
     Raises:
-        eventstore.sereal.errors.SerealEncodeError: when the value cannot be encoded.
+        sereal_codec.errors.SerealEncodeError: when the value cannot be encoded.
     """
     kwargs: dict[str, Any] = {
         "compress": compress,
@@ -363,14 +363,14 @@ def unpack_blob(
         key: the Riak key they came from, named in every error.
         required: see :func:`verify_postfix`.
         binary, max_depth, max_decompressed_size: passed to
-            :func:`eventstore.sereal.decode` when given (its defaults otherwise).
+            :func:`sereal_codec.decode` when given (its defaults otherwise).
         limits: when given, the body's claimed decompressed size is checked against
             ``limits.cap_for(len(data))`` before anything is decompressed, the cap
             (or ``max_decompressed_size`` if lower) bounds the decompressor, and
             ``limits.max_decoded_objects`` the objects the decoder builds.
-        fields: passed to :func:`eventstore.sereal.decode`: build only these fields
+        fields: passed to :func:`sereal_codec.decode`: build only these fields
             of each event (dotted paths; None for all), by the rule of
-            :mod:`eventstore.sereal.projection`.
+            :mod:`sereal_codec.projection`.
 
     Returns:
         The decoded value.

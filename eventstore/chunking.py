@@ -29,7 +29,7 @@ otherwise hold gigabytes. A single element is never split, whatever its body.
 
 :func:`split_blob` does the same for a blob written by an external aggregator (Perl's
 Sereal::Encoder, dedupe on, zstd/zlib/snappy/raw) *without decoding it to Python
-objects*: the compiled splitter (``eventstore.sereal._sereal``) walks the body at element
+objects*: the compiled splitter (``sereal_codec._sereal``) walks the body at element
 boundaries and rewrites the back-references (COPY) that would cross a cut.
 """
 
@@ -40,12 +40,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from eventstore import sereal
+import sereal_codec as sereal
 from eventstore.blob import add_postfix, pack_blob, postfix_length, verify_postfix
 from eventstore.errors import EventTooLarge, NotAnArrayBlob, SplitterUnavailable
-from eventstore.sereal import compression, tags
-from eventstore.sereal import document as sereal_document
-from eventstore.sereal.errors import SerealError
+from sereal_codec import compression, tags
+from sereal_codec import document as sereal_document
+from sereal_codec.errors import SerealError
 
 __all__ = [
     "CHUNK_MAX_BODY_BYTES",
@@ -196,7 +196,7 @@ def chunk_events(
 
     Raises:
         EventTooLarge: one event alone takes more than ``chunk_max_bytes`` stored.
-        eventstore.sereal.errors.SerealEncodeError: an event cannot be encoded.
+        sereal_codec.errors.SerealEncodeError: an event cannot be encoded.
         ValueError: ``chunk_max_bytes`` too small to hold any blob.
     """
     _check_limit(chunk_max_bytes)
@@ -227,7 +227,7 @@ def splitter_available() -> bool:
     """True when the compiled splitter primitives are built and implemented."""
     try:
         # The compiled core is optional at import time (built by setup.py).
-        from eventstore.sereal._sereal import array_layout  # noqa: PLC0415
+        from sereal_codec._sereal import array_layout  # noqa: PLC0415
     except ImportError:
         return False
     probe = bytes((tags.REFN, tags.ARRAY, 0))  # the body of []
@@ -292,10 +292,8 @@ def split_blob(
         ChecksumMismatch: the blob has our postfix and it does not match.
     """
     if not splitter_available():
-        raise SplitterUnavailable(
-            "eventstore.sereal._sereal.array_layout/extract_array are not built"
-        )
-    from eventstore.sereal._sereal import array_layout, extract_array  # noqa: PLC0415
+        raise SplitterUnavailable("sereal_codec._sereal.array_layout/extract_array are not built")
+    from sereal_codec._sereal import array_layout, extract_array  # noqa: PLC0415
 
     _check_limit(chunk_max_bytes)
     if compress not in _COMPRESSION:
@@ -338,7 +336,7 @@ _COMPRESSED_FROM = sereal_document.UNCOMPRESSED_BELOW
 def join_available() -> bool:
     """True when the compiled ``join_bodies`` is built."""
     try:
-        from eventstore.sereal._sereal import join_bodies  # noqa: F401, PLC0415
+        from sereal_codec._sereal import join_bodies  # noqa: F401, PLC0415
     except ImportError:
         return False
     return True
@@ -395,7 +393,7 @@ def chunk_documents(
         return _chunk_documents_decoded(
             docs, chunk_max_bytes, compress, level, on_bad, max_body_bytes=max_body_bytes
         )
-    from eventstore.sereal._sereal import join_bodies  # noqa: PLC0415
+    from sereal_codec._sereal import join_bodies  # noqa: PLC0415
 
     def bad(i: int, e: SerealError) -> None:
         if on_bad is None:

@@ -7,7 +7,6 @@ package has exactly one root, and every error of the package derives from it::
     RiakEventsError
         EventStoreError        eventstore (this module)
             RiakError          eventstore.riak.errors
-            SerealError        eventstore.sereal.errors (also a ValueError)
         DevnodeError           devnode.errors
         RelocatorError         relocator.errors
         CompanionError         companion.errors
@@ -17,16 +16,19 @@ package has exactly one root, and every error of the package derives from it::
             ClusterError       fleet.cluster.errors
             DevStackError      fleet.devstack.errors
 
-(checked by ``tests/unit/test_error_tree.py``, which also checks that no two of the
-project's exception classes share a name). The one exception that is not an error:
-``substreams.errors.SoftTimeout``, a ``BaseException`` so that a plugin's
-``except Exception`` cannot swallow its deadline.
+The Sereal codec is a library of its own (``sereal_codec``, importing nothing of
+riak-events): its root SerealError in sereal_codec.errors is a ValueError outside this
+tree, and :mod:`eventstore.blob` and :mod:`eventstore.chunking` translate its errors
+into ``BlobError``s. All of it is checked by ``tests/unit/test_error_tree.py``, which
+also checks that no two of the project's exception classes share a name. The one
+exception that is not an error: ``substreams.errors.SoftTimeout``, a ``BaseException``
+so that a plugin's ``except Exception`` cannot swallow its deadline.
 
 Leaves are named for what happened and carry the identifiers needed to act on them (the
 key, the part of a key, the index of an event). ``retriable`` says whether trying again
 (another replica, another node) can help; it is a class attribute so handlers can decide
 without parsing messages. The Riak client's errors live in ``eventstore.riak`` and the
-Sereal codec's in ``eventstore.sereal.errors``; they are translated at those boundaries.
+Sereal codec's in ``sereal_codec.errors``; they are translated at those boundaries.
 """
 
 from __future__ import annotations
@@ -135,7 +137,7 @@ class UnsupportedChecksum(BlobError):
 class BlobDecodeError(BlobError):
     """The checksum matched but the Sereal document inside does not decode.
 
-    The original :class:`eventstore.sereal.errors.SerealError` is the ``__cause__``.
+    The original :class:`sereal_codec.errors.SerealError` is the ``__cause__``.
     Not retriable: identical bytes are on every replica (the checksum proved it).
     """
 
@@ -204,4 +206,4 @@ class NotAnArrayBlob(ChunkingError):
 
 
 class SplitterUnavailable(ChunkingError):
-    """The compiled splitter (``eventstore.sereal._sereal.array_layout``) is not built."""
+    """The compiled splitter (``sereal_codec._sereal.array_layout``) is not built."""

@@ -1,6 +1,6 @@
 """Deprecated import paths of packages that moved out of eventstore (issue 22).
 
-``eventstore.devnode`` is now the top-level ``devnode`` (and ``eventstore.sereal`` the
+``eventstore.devnode`` is now the top-level ``devnode`` (and ``sereal_codec`` the
 top-level ``sereal_codec``). For one release the old paths still import, with a
 ``DeprecationWarning`` naming the new one: ``import eventstore.devnode.app`` gives the very
 module object ``devnode.app`` (one module, not a copy: its classes, counters and state are
@@ -25,6 +25,7 @@ __all__ = ["MOVED", "install"]
 #: Old package path -> its new home.
 MOVED: dict[str, str] = {
     "eventstore.devnode": "devnode",
+    "eventstore.sereal": "sereal_codec",
 }
 
 

@@ -40,7 +40,7 @@ from typing import Any, Literal, TypeVar
 import click
 
 from eventstore.options import aliased_option
-from eventstore.settings import SettingsError, table
+from eventstore.settings import SettingsError, parse_listen, table
 
 __all__ = ["Kind", "Option", "OptionTable", "Section"]
 
@@ -422,6 +422,23 @@ class OptionTable:
         if given:
             note += f" [{', '.join(given)}]"
         return note
+
+
+def check_listen(value: str) -> str | None:
+    """An :attr:`Option.check` for a listen address: None when ``value`` is ``HOST:PORT``
+    (:func:`eventstore.settings.parse_listen`), else what is wrong."""
+    try:
+        parse_listen(value, source="listen")
+    except SettingsError:
+        return "not HOST:PORT"
+    return None
+
+
+def check_listen_or_empty(value: str) -> str | None:
+    """As :func:`check_listen`, with "" (no listener) allowed too."""
+    if not value or check_listen(value) is None:
+        return None
+    return 'not HOST:PORT (or "" for none)'
 
 
 def _num(x: float) -> str:

@@ -1,18 +1,35 @@
 """Writing epochs as relocators write them, for tests and examples against a devnode or
-a real Riak: every chunk first, the epoch's metadata last."""
+a real Riak (every chunk first, the epoch's metadata last), and reading split chunks
+back."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from eventstore.blob import pack_blob
+from eventstore.blob import pack_blob, unpack_blob
+from eventstore.chunking import Chunk
 from eventstore.names import ChunkKey, MetadataKey, format_metadata
 from eventstore.riak import RiakClient
 
-__all__ = ["Spec", "store_chunks", "write_epoch"]
+__all__ = ["Spec", "store_chunks", "unpacked_events", "write_epoch"]
 
 #: (type, subtype) -> the events of each of its chunks, in chunk order.
 Spec = dict[tuple[str, str], list[list[dict[str, Any]]]]
+
+
+def unpacked_events(chunks: list[Chunk]) -> list[Any]:
+    """Every event of ``chunks``, in order, each chunk's blob unpacked.
+
+    Raises:
+        AssertionError: a chunk's blob is not an array of ``count`` events.
+    """
+    out: list[Any] = []
+    for c in chunks:
+        value = unpack_blob(c.data, key="t")
+        assert isinstance(value, list)
+        assert len(value) == c.count
+        out.extend(value)
+    return out
 
 
 def write_epoch(riaks: list[RiakClient], epoch: int, dc: str, spec: Spec) -> list[ChunkKey]:

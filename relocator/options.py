@@ -9,23 +9,12 @@ and ``example-config.toml`` follow from this table; the reasons for the defaults
 
 from __future__ import annotations
 
-from eventstore.optiontable import Kind, Option, OptionTable, Section
-from eventstore.settings import SettingsError, parse_listen
+from eventstore.optiontable import Kind, Option, OptionTable, Section, check_listen_or_empty
 from relocator import defaults
 
 __all__ = ["OPTIONS"]
 
 _E = "RIAK_EVENTS_RELOCATOR_"
-
-
-def _listen(value: str) -> str | None:
-    if not value:
-        return None
-    try:
-        parse_listen(value, source="listen")
-    except SettingsError:
-        return 'not HOST:PORT (or "" for none)'
-    return None
 
 
 def _znode(value: str) -> str | None:
@@ -116,7 +105,7 @@ OPTIONS = OptionTable(
             "str",
             defaults.UDP_LISTEN,
             'HOST:PORT for UDP events (fire and forget), "" for none.',
-            check=_listen,
+            check=check_listen_or_empty,
             env=_E + "UDP_LISTEN",
             cli="--udp-listen",
         ),
@@ -126,7 +115,7 @@ OPTIONS = OptionTable(
             defaults.TCP_LISTEN,
             'HOST:PORT for TCP events, acknowledged once fdatasync\'ed in the journal; "" '
             "for none.",
-            check=_listen,
+            check=check_listen_or_empty,
             env=_E + "TCP_LISTEN",
             cli="--tcp-listen",
         ),
@@ -135,7 +124,7 @@ OPTIONS = OptionTable(
             "str",
             defaults.METRICS_LISTEN,
             'HOST:PORT of /metrics, /status, /healthz and /readyz; "" for none.',
-            check=_listen,
+            check=check_listen_or_empty,
             env=_E + "METRICS_LISTEN",
             cli="--metrics-listen",
         ),

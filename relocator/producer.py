@@ -38,11 +38,11 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from eventstore import sereal
-from eventstore.sereal.errors import SerealError
+import sereal_codec as sereal
 from relocator import defaults
 from relocator.errors import MalformedFrame
 from relocator.wire import ACK, HELLO_REPLY, LENGTH, encode_frame, encode_hello
+from sereal_codec.errors import SerealError
 
 log = logging.getLogger(__name__)
 

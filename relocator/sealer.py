@@ -29,7 +29,7 @@ from collections.abc import Callable
 from concurrent.futures import Executor, Future
 from typing import Any
 
-from eventstore import sereal
+import sereal_codec as sereal
 from eventstore.blob import add_postfix, has_postfix, postfix_length, verify_postfix
 from eventstore.chunking import (
     MAX_DECOMPRESSED_BYTES,
@@ -41,9 +41,6 @@ from eventstore.chunking import (
 )
 from eventstore.errors import EventStoreError, EventTooLarge
 from eventstore.names import ChunkKey
-from eventstore.sereal import compression
-from eventstore.sereal import document as sereal_document
-from eventstore.sereal.errors import SerealError, SizeLimitExceeded
 from relocator import defaults
 from relocator.aggregator import Group
 from relocator.batch import Batch, batch_id, chunk_number
@@ -51,6 +48,9 @@ from relocator.errors import BadSpoolFile
 from relocator.metrics import Metrics
 from relocator.rejects import Rejections
 from relocator.wire import EV_COMPRESSED, EV_NOT_A_DICT, EV_OK, EV_TOO_LARGE, event_verdicts
+from sereal_codec import compression
+from sereal_codec import document as sereal_document
+from sereal_codec.errors import SerealError, SizeLimitExceeded
 
 log = logging.getLogger(__name__)
 
@@ -312,7 +312,7 @@ def _array_length(doc: bytes, layout: sereal_document.Layout) -> int | None:
     it to Python objects); None when the splitter is not built or it is not an array."""
     if not splitter_available():
         return None
-    from eventstore.sereal._sereal import array_layout  # noqa: PLC0415
+    from sereal_codec._sereal import array_layout  # noqa: PLC0415
 
     buf, start, base = sereal_document.open_body(
         doc, layout, max_decompressed_size=MAX_DECOMPRESSED_BYTES

@@ -20,11 +20,13 @@ import threading
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import sereal_codec as sereal
 from devnode.testing import free_port
-from eventstore import sereal, zkpaths
+from eventstore import zkpaths
 from eventstore.blob import unpack_blob
 from eventstore.names import parse_metadata
 from eventstore.riak import NotFound, RiakClient
@@ -175,6 +177,20 @@ class RelocatorProcess(ServerProcess):
             text: str = r.read().decode()
         return text
 
+    def wait_drained(self, timeout_s: float = 30.0) -> dict[str, Any]:
+        """Wait until the process's ``/status`` is :func:`drained`, and return it.
+
+        Raises:
+            RuntimeError: not drained within ``timeout_s`` (with the last status and the
+                log's tail).
+        """
+        deadline = time.monotonic() + timeout_s
+        while not drained(status := self.status()):
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"relocator did not drain: {status}\n{self.log_text()[-5000:]}")
+            time.sleep(0.1)
+        return status
+
     def stop(self, timeout_s: float = 20.0) -> int | None:
         """SIGTERM (clean shutdown that flushes), SIGKILL after ``timeout_s``."""
         return super().stop(timeout_s)
@@ -204,14 +220,21 @@ def run_relocator_to_exit(
         raise RuntimeError(f"relocator still running after {timeout_s}s: {e.stderr!r}") from e
 
 
+def with_sitecustomize(directory: Path, code: str) -> dict[str, str]:
+    """Environment variables that run ``code`` first in a child Python: it is written as
+    ``directory/sitecustomize.py`` (``directory`` created if needed), put on
+    ``PYTHONPATH``."""
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "sitecustomize.py").write_text(code)
+    return {"PYTHONPATH": str(directory)}
+
+
 def hiding_modules(directory: Path, *names: str) -> dict[str, str]:
     """Environment variables that make ``names`` unimportable in a child Python (an
     optional extra not installed): a ``sitecustomize`` in ``directory`` sets
     ``sys.modules[name] = None``, so ``import name`` raises ``ModuleNotFoundError``."""
-    directory.mkdir(parents=True, exist_ok=True)
     lines = ["import sys"] + [f"sys.modules[{n!r}] = None" for n in names]
-    (directory / "sitecustomize.py").write_text("\n".join(lines) + "\n")
-    return {"PYTHONPATH": str(directory)}
+    return with_sitecustomize(directory, "\n".join(lines) + "\n")
 
 
 def write_config(
@@ -265,6 +288,48 @@ def write_config(
         ]
     path.write_text("\n".join(lines) + "\n")
     return path
+
+
+def relocator_process(
+    workdir: Path,
+    clusters: dict[str, str],
+    *,
+    name: str = "r",
+    data_dir: Path | None = None,
+    env: dict[str, str] | None = None,
+    **config: Any,
+) -> tuple[RelocatorProcess, int]:
+    """A relocator for a test or bench, configured but not started: free loopback TCP and
+    metrics ports, the config in ``workdir/<name>.toml`` (:func:`write_config`; ``config``
+    holds its other keywords), the data in ``data_dir`` (default ``workdir/data``), the
+    log in ``workdir/<name>.log``.
+
+    Returns:
+        The process and its TCP intake port.
+    """
+    tcp_port, metrics_port = free_port(), free_port()
+    path = write_config(
+        workdir / f"{name}.toml",
+        data_dir=data_dir or workdir / "data",
+        clusters=clusters,
+        tcp_port=tcp_port,
+        metrics_port=metrics_port,
+        **config,
+    )
+    process = RelocatorProcess(
+        path, metrics_port=metrics_port, log_path=workdir / f"{name}.log", env=env
+    )
+    return process, tcp_port
+
+
+def drained(status: Mapping[str, Any]) -> bool:
+    """Whether a relocator's ``/status`` shows nothing left to push: no open event, no
+    sealed batch, no cluster's backlog."""
+    return (
+        status["open_events"] == 0
+        and status["batches"] == 0
+        and not any(status["backlog"].values())
+    )
 
 
 class AckedSender:
@@ -324,6 +389,36 @@ class AckedSender:
             sock.close()
 
 
+def send_acked(sock: socket.socket, frames: Sequence[bytes], *, acked: int = 0) -> int:
+    """Send ``frames`` (each given its length prefix) on a producer connection and wait
+    until the relocator has acknowledged them all.
+
+    Args:
+        sock: a connection to the relocator's TCP intake.
+        frames: encoded frames (:func:`relocator.wire.encode_frame`).
+        acked: frames acknowledged on this connection before (acknowledgements count
+            every frame of the connection).
+
+    Returns:
+        The frames acknowledged on the connection now.
+
+    Raises:
+        ConnectionError: the relocator closed the connection first.
+    """
+    sock.sendall(b"".join(LENGTH.pack(len(f)) + f for f in frames))
+    want = acked + len(frames)
+    buf = b""
+    while acked < want:
+        data = sock.recv(4096)
+        if not data:
+            raise ConnectionError(f"relocator closed the connection after {acked} acks")
+        buf += data
+        while len(buf) >= ACK.size:
+            (acked,) = ACK.unpack_from(buf)
+            buf = buf[ACK.size :]
+    return acked
+
+
 def drop_spool_file(spool: Path, epoch: int, dc: str, ids: range, *, tag: str = "") -> Path:
     """Drop a spool file of events ``{"id": i, ...}`` for ``ids`` as an aggregator does
     (written aside, then renamed into place); returns its path."""
@@ -355,6 +450,40 @@ def stored_events(client: RiakClient, dc: str, epochs: range) -> tuple[list[Any]
     return events, unreadable
 
 
+def run_loadgen(
+    tcp_port: int, *, rate: float, seconds: float, dcs: Sequence[str]
+) -> dict[str, Any]:
+    """Run ``riak-events loadgen`` against the relocator on loopback ``tcp_port`` for
+    ``seconds`` at ``rate`` events per second over ``dcs``, and return its JSON report
+    (``sent``...).
+
+    Raises:
+        subprocess.CalledProcessError, subprocess.TimeoutExpired: it failed, or ran a
+            minute longer than asked.
+    """
+    cli = Path(sys.executable).with_name("riak-events")
+    out = subprocess.run(
+        [
+            str(cli),
+            "loadgen",
+            "--target",
+            f"127.0.0.1:{tcp_port}",
+            "--rate",
+            str(rate),
+            "--duration-s",
+            str(seconds),
+            "--dcs",
+            ",".join(dcs),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=seconds + 60,
+        check=True,
+    )
+    report: dict[str, Any] = json.loads(out.stdout)
+    return report
+
+
 def run_pipeline(
     devnode_url: str,
     workdir: Path,
@@ -374,46 +503,18 @@ def run_pipeline(
     Raises:
         RuntimeError: the relocator did not start or did not drain in time (with its log).
     """
-    tcp, mport = free_port(), free_port()
-    cfg = write_config(
-        workdir / "relocator.toml",
+    proc, tcp = relocator_process(
+        workdir,
+        {"devnode": devnode_url},
+        name="relocator",
         data_dir=workdir / "relocator-data",
-        clusters={"devnode": devnode_url},
-        tcp_port=tcp,
-        metrics_port=mport,
         grace_s=0.5,
     )
-    proc = RelocatorProcess(cfg, metrics_port=mport, log_path=workdir / "relocator.log").start()
+    proc.start()
     try:
         first = int(time.time()) - 1
-        cli = Path(sys.executable).with_name("riak-events")
-        out = subprocess.run(
-            [
-                str(cli),
-                "loadgen",
-                "--target",
-                f"127.0.0.1:{tcp}",
-                "--rate",
-                str(rate),
-                "--duration-s",
-                str(seconds),
-                "--dcs",
-                ",".join(dcs),
-            ],
-            capture_output=True,
-            text=True,
-            timeout=seconds + 60,
-            check=True,
-        )
-        report = json.loads(out.stdout)
-        deadline = time.monotonic() + 30
-        while True:
-            s = proc.status()
-            if s["open_events"] == 0 and s["batches"] == 0 and not any(s["backlog"].values()):
-                break
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"relocator did not drain: {s}\n{proc.log_text()[-5000:]}")
-            time.sleep(0.1)
+        report = run_loadgen(tcp, rate=rate, seconds=seconds, dcs=dcs)
+        proc.wait_drained()
         epochs = range(first, int(time.time()) + 1)
         stored = 0
         unreadable: list[str] = []

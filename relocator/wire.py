@@ -38,10 +38,10 @@ import struct
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
-from eventstore.sereal import tags
-from eventstore.sereal.compression import read_varint, screen_claim
-from eventstore.sereal.errors import SerealError
 from relocator.errors import MalformedFrame
+from sereal_codec import tags
+from sereal_codec.compression import read_varint, screen_claim
+from sereal_codec.errors import SerealError
 
 MAGIC = b"RE"
 VERSION = 1
@@ -424,9 +424,9 @@ _scan_c: Callable[[bytearray | bytes, int], _Scan] | None
 _positions_c: Callable[[Any, int], bytes] | None
 _verdicts_c: Callable[[Sequence[bytes], int], bytes] | None
 try:
-    from eventstore.sereal._sereal import event_verdicts as _verdicts_c
-    from eventstore.sereal._sereal import frame_positions as _positions_c
-    from eventstore.sereal._sereal import scan_frames as _scan_c
+    from relocator._frames import event_verdicts as _verdicts_c
+    from relocator._frames import frame_positions as _positions_c
+    from relocator._frames import scan_frames as _scan_c
 except ImportError:  # the extension is not built: the same in Python
     _scan_c = _positions_c = _verdicts_c = None
 

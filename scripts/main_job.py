@@ -30,10 +30,10 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+import sereal_codec as sereal  # noqa: E402
 import substreams.examples  # noqa: E402
 from companion.testing import start_stack  # noqa: E402
 from consumer_lib import EventsClient  # noqa: E402
-from eventstore import sereal  # noqa: E402
 from relocator.testing import run_pipeline  # noqa: E402
 
 DCS = ("ams1", "ams4")

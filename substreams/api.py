@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from eventstore.names import ChunkKey
-from eventstore.sereal.projection import Tree, compile_fields
+from sereal_codec.projection import Tree, compile_fields
 from substreams import defaults
 from substreams.errors import InvalidDeclaration
 
@@ -112,7 +112,7 @@ class Substream:
         origin: where it was loaded from (file path or entry point), for messages.
         fields: the fields of each event it reads, as dotted paths (``None``: all of
             them); every run, in the companion and in the consumer's fallback, sees
-            each event narrowed to them (``eventstore/sereal/projection.py``).
+            each event narrowed to them (``sereal_codec/projection.py``).
         plan: a declarative substream's compiled query (``substreams.query``), whose
             evaluator is ``function``; None for a function plugin.
     """

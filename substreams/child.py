@@ -27,7 +27,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from eventstore.sereal.projection import Tree, merge
+from sereal_codec.projection import Tree, merge
 from substreams import defaults
 from substreams.api import Context, Event, Substream
 from substreams.declared import declared_events
@@ -343,7 +343,7 @@ class Reported(SubstreamError):
 
 #: A chunk's events decoded in the child: called there with the fields to build (a
 #: compiled tree, None: all), returns the events narrowed to them
-#: (``eventstore/sereal/projection.py``); what it raises is every run's error.
+#: (``sereal_codec/projection.py``); what it raises is every run's error.
 Loader = Callable[[Tree | None], list[Event]]
 
 

@@ -2,7 +2,7 @@
 raises :class:`~substreams.errors.UndeclaredField` instead of answering None.
 
 A substream declaring ``fields=[...]`` is given its events narrowed to those fields
-(``eventstore/sereal/projection.py``). Narrowed alone, a read of a field it did not
+(``sereal_codec/projection.py``). Narrowed alone, a read of a field it did not
 declare would answer as if the field were absent (``dig`` and ``.get`` say None), the
 same everywhere, and nobody would notice. So its events are narrowed by a *strict*
 projection (``project_events(events, tree, strict=...)``): each event, and each dict a
@@ -37,7 +37,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from eventstore.sereal.projection import Refuse, Tree, project_events
+from sereal_codec.projection import Refuse, Tree, project_events
 from substreams.errors import UndeclaredField
 
 __all__ = ["declared_events", "refusal"]

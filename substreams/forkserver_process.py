@@ -71,7 +71,7 @@ from typing import Any
 
 from eventstore.blob import DecodeLimits, unpack_blob
 from eventstore.errors import BlobError, BlobTooLarge, EventStoreError
-from eventstore.sereal.projection import Tree, compile_fields
+from sereal_codec.projection import Tree, compile_fields
 from substreams.api import Context, Event, Substream, union_fields, version_of
 from substreams.batch import BatchChunk, run_batch
 from substreams.child import Job, Reported, declared_for, run_packed
@@ -168,7 +168,7 @@ def decode_chunk(key: str, blob: bytes, limits: DecodeLimits, fields: Tree | Non
         blob: the stored chunk.
         limits: the decode limits (checked from the header first; the decompressor
             and the objects built are bounded by them).
-        fields: the fields of each event to keep (``eventstore/sereal/projection.py``);
+        fields: the fields of each event to keep (``sereal_codec/projection.py``);
             None: all.
 
     Raises:

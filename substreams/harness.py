@@ -7,7 +7,7 @@ declaration lowered to the companion's default caps) on the same events (a query
 plugin: here, natively, on the stored bytes, as the consumer's fallback runs it; no
 child: :mod:`substreams.query.run`): each narrowed to the fields the substream declares
 (:func:`run_projected`, the rule of
-``eventstore/sereal/projection.py``); the report gives, per run, the verdict, the fields
+``sereal_codec/projection.py``); the report gives, per run, the verdict, the fields
 used, wall and CPU time, peak RSS of the child, result size and the result itself. A run
 reading a field it did not declare fails with ``UndeclaredField`` naming it and the
 declared ones (``substreams/declared.py``), as it does in the companion and in the
@@ -30,7 +30,7 @@ from typing import Any
 from eventstore.blob import DecodeLimits, unpack_blob
 from eventstore.names import DEFAULT_NAMESPACES, ChunkKey, MetadataKey, Namespaces, parse_metadata
 from eventstore.riak import NotFound, RiakClient
-from eventstore.sereal.projection import Tree, compile_fields, project_events
+from sereal_codec.projection import Tree, compile_fields, project_events
 from substreams.api import Context, Event, Substream, union_fields
 from substreams.forkserver_process import UndecodableChunk
 from substreams.loader import load_file

@@ -45,7 +45,7 @@ def ok_value(substream: str, version: str, result: Any) -> bytes:
     """The stored value of a successful run.
 
     Raises:
-        eventstore.sereal.SerealEncodeError: ``result`` cannot be Sereal-encoded.
+        sereal_codec.SerealEncodeError: ``result`` cannot be Sereal-encoded.
     """
     record = {"status": "ok", "substream": substream, "version": version, "result": result}
     return pack_blob(record, compress_threshold=_COMPRESS_THRESHOLD)

@@ -37,8 +37,8 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
+import sereal_codec as sereal
 from consumer_lib.errors import SparkSourceError
-from eventstore import sereal
 from substreams.errors import InvalidDeclaration
 from substreams.query.evaluate import Rows, evaluate
 from substreams.query.native import Program, compile_program, evaluate_document

@@ -11,7 +11,7 @@ API; :mod:`consumer_lib.spark.datasource` hands it out).
 Rows: ``epoch, dc, type, subtype, chunk, event``, one per event; ``event`` is the event
 as VARIANT (users query ``event:user.country::string``), made by the compiled Sereal core
 straight from the stored bytes without a Python object per event
-(``eventstore.sereal.decode_variant_packed``: Sereal straight to Variant's binary
+(``sereal_codec.decode_variant_packed``: Sereal straight to Variant's binary
 encoding, byte for byte what ``parse_json`` makes of the event's JSON text) and handed to Spark as
 Arrow batches (a struct of ``value`` and ``metadata`` binaries, the shape pyspark maps to
 VARIANT). With ``event=json`` the last column is ``event_json`` instead: the compact JSON
@@ -38,7 +38,7 @@ when Spark plans the read; an ``end`` inside an epoch includes that epoch), ``ty
 (most epochs per Spark partition, default 300), ``parallelism`` (default 1), ``event``
 (``variant``, the default, or ``json``), ``batch_rows`` (least rows per Arrow batch,
 chunks joined; default 10,000), ``binary`` (``utf8`` / ``latin1`` / ``bytes``, see
-eventstore/sereal/DESIGN.md "JSON transcoding"), ``timeout_s`` (default 30); where the
+sereal_codec/DESIGN.md "JSON transcoding"), ``timeout_s`` (default 30); where the
 data is (:class:`eventstore.names.Namespaces`, the ``[namespaces]`` keys of the daemons'
 config files): ``events_bucket_type``, ``events_bucket`` (default ``events``),
 ``epochs_bucket_type``, ``epochs_bucket`` (default ``epochs``) and, for the substream
@@ -66,11 +66,11 @@ from pyspark.sql.datasource import DataSourceReader, InputPartition
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import LongType, StringType, StructField, StructType, VariantType
 
+import sereal_codec as sereal
 from consumer_lib.errors import SparkSourceError
 from consumer_lib.ranges import epoch_of
 from consumer_lib.spark.fetch import get_all
 from consumer_lib.spark.pushdown import ChunkQuery, Pushdown, parse_pushdown, variant_column
-from eventstore import sereal
 from eventstore.blob import verify_postfix
 from eventstore.errors import InvalidName
 from eventstore.names import (

@@ -30,6 +30,7 @@ RUN python3 -m venv /opt/riak-events \
 print('\n'.join(p['dependencies'] + p['optional-dependencies']['zookeeper']))" >/tmp/deps.txt \
     && /opt/riak-events/bin/pip install -q --no-cache-dir -r /tmp/deps.txt
 COPY README.md ./
+COPY sereal_codec sereal_codec
 COPY eventstore eventstore
 COPY devnode devnode
 COPY relocator relocator
@@ -55,7 +56,7 @@ COPY deploy/images/entrypoint.sh /usr/local/bin/riak-events-entrypoint
 # The compiled Sereal core is optional in setup.py (a failed compile falls back to the
 # pure-Python codec); an image without it would be several times slower, so it fails here.
 RUN /opt/riak-events/bin/python -c \
-    "from eventstore import sereal; assert sereal.IMPLEMENTATION == 'c', sereal.IMPLEMENTATION" \
+    "import sereal_codec as sereal; assert sereal.IMPLEMENTATION == 'c', sereal.IMPLEMENTATION" \
     && useradd --system --uid 10001 --user-group --home-dir /var/lib/riak-events \
         --shell /usr/sbin/nologin riak-events \
     && install -d -o riak-events -g riak-events /var/lib/riak-events \

@@ -31,6 +31,7 @@ PROJECT_INPUTS = (
     "pyproject.toml",
     "setup.py",
     "README.md",
+    "sereal_codec",
     "eventstore",
     "devnode",
     "relocator",

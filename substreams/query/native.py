@@ -4,11 +4,11 @@
     results = evaluate_document(program, document)     # one Rows a plan
 
 :func:`compile_program` flattens plans once (per plugin version) into a program: int64
-words and a byte pool (layout: ``eventstore/sereal/csrc/query_eval.h``), data only, no
+words and a byte pool (layout: ``sereal_codec/csrc/query_eval.h``), data only, no
 code. :func:`evaluate_document` hands it with the chunk's body to
 ``_sereal.query_evaluate``, which walks the body once for all the plans, comparing
 values in place, building only the output's Python objects, without the GIL. Whatever
-the walk does not take (``eventstore/sereal/DESIGN.md``, "Query evaluation": the
+the walk does not take (``sereal_codec/DESIGN.md``, "Query evaluation": the
 latin-1 mode, references, objects, a container as a SELECT column, malformed input, a
 plan's rows past its ``max_result_bytes``) the reference evaluator
 (:mod:`substreams.query.evaluate`) answers, over the decoded chunk, so the result is
@@ -25,9 +25,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from eventstore import sereal
-from eventstore.sereal import compression
-from eventstore.sereal.document import DEFAULT_MAX_DECOMPRESSED_SIZE, DEFAULT_MAX_DEPTH, read_layout
+import sereal_codec as sereal
+from sereal_codec import compression
+from sereal_codec.document import DEFAULT_MAX_DECOMPRESSED_SIZE, DEFAULT_MAX_DEPTH, read_layout
 from substreams.errors import SubstreamError
 from substreams.query.evaluate import Rows, evaluate
 from substreams.query.plan import (
@@ -51,7 +51,7 @@ from substreams.query.values import _index
 #: reference evaluates every plan.
 _query_evaluate: Callable[..., Any] | None
 try:
-    from eventstore.sereal import _sereal
+    from sereal_codec import _sereal
 
     _query_evaluate = getattr(_sereal, "query_evaluate", None)
 except ImportError:
@@ -308,7 +308,7 @@ def evaluate_document(
     Args:
         program: from :func:`compile_program`.
         data: the chunk's document; binary, max_depth, max_decompressed_size,
-            max_objects: as :func:`eventstore.sereal.decode` takes them.
+            max_objects: as :func:`sereal_codec.decode` takes them.
 
     Returns:
         One result a plan, in ``program.plans`` order.

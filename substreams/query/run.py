@@ -40,9 +40,9 @@ from collections.abc import Sequence
 
 from eventstore.blob import DecodeLimits, verify_postfix
 from eventstore.errors import EventStoreError
-from eventstore.sereal import compression
-from eventstore.sereal.document import DEFAULT_MAX_DEPTH, read_layout
-from eventstore.sereal.projection import compile_fields
+from sereal_codec import compression
+from sereal_codec.document import DEFAULT_MAX_DEPTH, read_layout
+from sereal_codec.projection import compile_fields
 from substreams.api import Substream
 from substreams.forkserver_process import decode_chunk
 from substreams.protocol import Limits

@@ -19,14 +19,14 @@ from typing import Any
 
 import pytest
 
+import sereal_codec as sereal
 from companion.chunks import decode_chunk
 from consumer_lib.fallback import run_fallback, run_served
 from consumer_lib.forkserver import ForkServer
-from eventstore import sereal
 from eventstore.blob import DecodeLimits, pack_blob, unpack_blob
 from eventstore.names import ChunkKey
-from eventstore.sereal.projection import project_events
 from relocator.events import generate_events
+from sereal_codec.projection import project_events
 from substreams.api import Context, Substream
 from substreams.loader import LoadReport, load_entry_points, load_file, plugin_files
 from substreams.results import read_result

@@ -27,14 +27,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+import sereal_codec as sereal
 from companion.chunks import decode_chunk
 from consumer_lib.fallback import run_fallback, run_served
 from consumer_lib.forkserver import ForkServer
-from eventstore import sereal
 from eventstore.blob import DecodeLimits, pack_blob, unpack_blob
 from eventstore.names import ChunkKey
-from eventstore.sereal.projection import project_events
 from relocator.events import generate_events
+from sereal_codec.projection import project_events
 from substreams.api import Context, Substream
 from substreams.examples.url_latency import BOUNDS_MS
 from substreams.loader import load_file

@@ -8,15 +8,13 @@ a bucket of its own.
 
 from __future__ import annotations
 
-import http.client
 import os
 import threading
 from collections.abc import Callable
-from urllib.parse import urlsplit
 
 import pytest
 
-from devnode.testing import free_port
+from devnode.testing import free_port, raw_request
 from eventstore.riak import (
     BadRequest,
     BucketTypeNotFound,
@@ -29,24 +27,6 @@ from eventstore.riak import (
 
 CHUNK_KEY = "1413813813:1:type1:subtype1:0"
 VALUE_400K = os.urandom(400 * 1024)
-
-
-def raw_request(
-    url: str,
-    method: str,
-    path: str,
-    body: bytes | None = None,
-    headers: dict[str, str] | None = None,
-) -> tuple[int, dict[str, str], bytes]:
-    """One request without our client, to check what the server itself answers."""
-    parts = urlsplit(url)
-    connection = http.client.HTTPConnection(parts.hostname or "", parts.port, timeout=10)
-    try:
-        connection.request(method, path, body=body, headers=headers or {})
-        response = connection.getresponse()
-        return response.status, {k.lower(): v for k, v in response.getheaders()}, response.read()
-    finally:
-        connection.close()
 
 
 def test_ping(riak: RiakClient) -> None:

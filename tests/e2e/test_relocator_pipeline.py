@@ -3,18 +3,16 @@ blob written by Perl's Sereal::Encoder (as the external aggregator writes them).
 
 from __future__ import annotations
 
-import json
 import shutil
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
-from devnode.testing import DevnodeProcess, free_port
+from devnode.testing import DevnodeProcess
 from eventstore.riak import RiakClient
-from relocator.testing import RelocatorProcess, stored_events, write_config
+from relocator.testing import relocator_process, run_loadgen, stored_events
 
 _PERL = r"""
 use Sereal::Encoder qw(SRL_ZLIB);
@@ -30,42 +28,16 @@ def test_loadgen_through_relocator_to_devnode(
 ) -> None:
     if shutil.which("perl") is None:
         pytest.fail("perl with Sereal::Encoder (libsereal-perl) is required")
-    tcp, mport = free_port(), free_port()
     spool = tmp_path / "spool"
     spool.mkdir()
-    cfg = write_config(
-        tmp_path / "r.toml",
-        data_dir=tmp_path / "data",
-        clusters={"dev": session_devnode.url},
-        tcp_port=tcp,
-        metrics_port=mport,
-        spool_dir=spool,
-        grace_s=0.5,
+    proc, tcp = relocator_process(
+        tmp_path, {"dev": session_devnode.url}, spool_dir=spool, grace_s=0.5
     )
-    proc = RelocatorProcess(cfg, metrics_port=mport, log_path=tmp_path / "r.log").start()
+    proc.start()
     try:
-        cli = Path(sys.executable).with_name("riak-events")
         dcs = f"e2e{int(time.time()) % 100000}a,e2e{int(time.time()) % 100000}b"
         start = int(time.time())
-        out = subprocess.run(
-            [
-                str(cli),
-                "loadgen",
-                "--target",
-                f"127.0.0.1:{tcp}",
-                "--rate",
-                "3000",
-                "--duration-s",
-                "2",
-                "--dcs",
-                dcs,
-            ],
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=True,
-        )
-        report = json.loads(out.stdout)
+        report = run_loadgen(tcp, rate=3000, seconds=2, dcs=dcs.split(","))
         blob = subprocess.run(["perl", "-e", _PERL], capture_output=True, check=True).stdout
         (spool / ".tmp").write_bytes(blob)
         first_dc = dcs.split(",", maxsplit=1)[0]

@@ -5,7 +5,7 @@ Used two ways:
 * by ``test_deep_nesting.py``, which runs :func:`main` in a subprocess (a stack overflow
   is a signal that kills the process: it must end a child, never pytest itself);
 * by hand, to measure a walker's C stack cost per nesting level (the numbers in
-  ``eventstore/sereal/DESIGN.md``, "Stack")::
+  ``sereal_codec/DESIGN.md``, "Stack")::
 
       .venv/bin/python tests/fuzz/deep_nesting.py measure
 
@@ -86,7 +86,7 @@ def array_body(shape: str, depth: int) -> bytes:
 
 def value(shape: str, depth: int) -> Any:
     """A Python value nesting ``depth`` levels, as the encoder counts them."""
-    from eventstore.sereal.types import PerlObject, PerlRef
+    from sereal_codec.types import PerlObject, PerlRef
 
     wraps: dict[str, Callable[[Any], Any]] = {
         "list": lambda v: [v],
@@ -117,8 +117,8 @@ def json_text(shape: str, depth: int) -> bytes:
 
 def run(walker: str, shape: str, depth: int, max_depth: int) -> None:
     """Run one walker over a ``depth``-deep input with ``max_depth``; raises what it raises."""
-    from eventstore.sereal import _sereal
-    from eventstore.sereal.pure import backend as pure
+    from sereal_codec import _sereal
+    from sereal_codec.pure import backend as pure
 
     core: Any = pure if walker.startswith("pure_") else _sereal
     walker = walker.removeprefix("pure_")
@@ -126,7 +126,7 @@ def run(walker: str, shape: str, depth: int, max_depth: int) -> None:
         data = body(shape, depth)
         core.decode_body(data, 0, len(data), -1, 0, max_depth)
     elif walker in ("project", "project_keep"):
-        from eventstore.sereal.limits import MAX_DEPTH_CAP
+        from sereal_codec.limits import MAX_DEPTH_CAP
 
         tree: dict[str, Any] = {}
         node = tree
@@ -144,7 +144,7 @@ def run(walker: str, shape: str, depth: int, max_depth: int) -> None:
     elif walker == "split_blob":  # the public path: document, decompression, postfix
         from eventstore.blob import add_postfix
         from eventstore.chunking import split_blob
-        from eventstore.sereal.document import wrap_body
+        from sereal_codec.document import wrap_body
 
         doc = wrap_body(array_body(shape, depth), compress="zstd", compress_threshold=0)
         split_blob(add_postfix(doc))

@@ -20,7 +20,7 @@ import re
 import pytest
 from deep_nesting import PURE_WALKERS, WALKERS, Case, batch, shapes_of
 
-from eventstore.sereal.limits import MAX_DEPTH_CAP
+from sereal_codec.limits import MAX_DEPTH_CAP
 
 STACK_KIB = 1024
 HOSTILE_DEPTH = 200_000

@@ -1,6 +1,6 @@
 """Bounded-time fuzzing of the compiled body decoder.
 
-Feeds arbitrary bytes and mutated valid bodies to ``eventstore.sereal._sereal``'s
+Feeds arbitrary bytes and mutated valid bodies to ``sereal_codec._sereal``'s
 ``decode_body`` in every binary mode and asserts the only exception that ever escapes
 is a SerealError (no crash, no MemoryError, no RecursionError, no SystemError from a
 reference-count slip). CI runs it for a fixed number of examples.
@@ -16,19 +16,19 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from eventstore.sereal.errors import SerealError
-from eventstore.sereal.types import PerlObject, PerlRef, PerlRegexp
+from sereal_codec.errors import SerealError
+from sereal_codec.types import PerlObject, PerlRef, PerlRegexp
 
 compiled: Any  # the module, or None when not built
 try:
-    compiled = importlib.import_module("eventstore.sereal._sereal")
+    compiled = importlib.import_module("sereal_codec._sereal")
 except ImportError:
     compiled = None
 
 pytestmark = [
     pytest.mark.skipif(
         compiled is None,
-        reason="compiled core not built (tests/unit/sereal/test_core.py fails on that)",
+        reason="compiled core not built (tests/unit/sereal_codec/test_core.py fails on that)",
     ),
 ]
 

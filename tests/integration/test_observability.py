@@ -47,7 +47,7 @@ from consumer_lib import EventsClient
 from devnode.testing import DevnodeProcess, free_port
 from eventstore.riak import Retry, RiakClient
 from fleet.harness import environment_without
-from relocator.testing import AckedSender, RelocatorProcess, ZooKeeperProcess, write_config
+from relocator.testing import AckedSender, ZooKeeperProcess, relocator_process
 from substreams.examples import event_counts
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -120,20 +120,13 @@ def run(
     stack.companion.stop()  # started by the harness as python -m companion: start it anew
     companion = JsonLogCompanion(stack.companion.config, port=stack.companion.port)
     companion.log_path = root / "companion-json.log"  # not the first one's log
-    tcp, metrics_port = free_port(), free_port()
-    config = write_config(
-        root / "relocator.toml",
+    relocator, tcp = relocator_process(
+        root,
+        {"main": stack.devnode.url},
+        name="relocator",
         data_dir=root / "relocator",
-        clusters={"main": stack.devnode.url},
-        tcp_port=tcp,
-        metrics_port=metrics_port,
-        zookeeper=(zookeeper_server.hosts, zk_root),
-    )
-    relocator = RelocatorProcess(
-        config,
-        metrics_port=metrics_port,
-        log_path=root / "relocator.log",
         env={"RIAK_EVENTS_LOG_FORMAT": "json"},
+        zookeeper=(zookeeper_server.hosts, zk_root),
     )
     dc = f"t{uuid.uuid4().hex[:10]}"
     try:

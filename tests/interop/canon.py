@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from eventstore.sereal.types import PerlObject, PerlRef, PerlRegexp
+from sereal_codec.types import PerlObject, PerlRef, PerlRegexp
 
 Canon = Any  # JSON-like: None | bool | str | list[Canon] | dict[str, Canon]
 
@@ -76,7 +76,7 @@ def _text(s: str | bytes) -> str:
 
 
 def canon_decoded(value: object) -> Canon:
-    """The canonical form of a value returned by ``eventstore.sereal.decode``.
+    """The canonical form of a value returned by ``sereal_codec.decode``.
 
     ``str`` -> ``{"str"}``, ``bytes`` -> ``{"bin"}`` (hex); hash keys are their text;
     regexp parts are their text.

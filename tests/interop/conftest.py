@@ -13,7 +13,7 @@ import pytest
 
 from .perl_runner import run_perl
 
-IMPLEMENTATIONS = ("eventstore.sereal", "eventstore.sereal.pure")
+IMPLEMENTATIONS = ("sereal_codec", "sereal_codec.pure")
 
 
 @pytest.fixture(scope="session", params=IMPLEMENTATIONS, ids=("default", "pure"))

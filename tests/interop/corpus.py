@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from eventstore.sereal.types import PerlObject, PerlRef, PerlRegexp
+from sereal_codec.types import PerlObject, PerlRef, PerlRegexp
 
 
 def _events(n: int) -> list[dict[str, Any]]:

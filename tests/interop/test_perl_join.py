@@ -14,9 +14,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from eventstore.sereal import tags
-from tests.unit.sereal.sereal_strategies import same_value
-from tests.unit.sereal.sereal_testlib import core, joined, part_of, pure_decode
+from sereal_codec import tags
+from tests.unit.sereal_codec.sereal_strategies import same_value
+from tests.unit.sereal_codec.sereal_testlib import core, joined, part_of, pure_decode
 
 from .perl_runner import TIMEOUT_S, require_perl
 

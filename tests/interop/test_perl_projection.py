@@ -1,4 +1,4 @@
-"""Projected decoding (eventstore/sereal/DESIGN.md, "Projection") of bodies Perl's
+"""Projected decoding (sereal_codec/DESIGN.md, "Projection") of bodies Perl's
 Sereal::Encoder wrote, with what ours never writes the same way: dedupe (COPY keys and
 values), shared refs, booleans. In each implementation, ``decode(doc, fields=...)`` is
 the projection of the full decode, sharing included (moved from the projection unit
@@ -10,10 +10,10 @@ import json
 import subprocess
 from types import ModuleType
 
-from eventstore.sereal import document
-from eventstore.sereal.projection import compile_fields, project_events
 from relocator.events import generate_events
-from tests.unit.sereal.sereal_strategies import same_value
+from sereal_codec import document
+from sereal_codec.projection import compile_fields, project_events
+from tests.unit.sereal_codec.sereal_strategies import same_value
 
 from .perl_runner import TIMEOUT_S, require_perl
 

@@ -12,29 +12,20 @@ from typing import Any
 import pytest
 
 from eventstore import chunking
-from eventstore.blob import unpack_blob, verify_postfix
-from eventstore.chunking import Chunk, split_blob
+from eventstore.blob import verify_postfix
+from eventstore.chunking import split_blob
 from eventstore.errors import EventTooLarge
+from eventstore.testing import unpacked_events
 
 from .perl_runner import TIMEOUT_S, require_perl
 
 
 def _codec() -> Any:
-    return importlib.import_module("eventstore.sereal")
+    return importlib.import_module("sereal_codec")
 
 
 def _need_splitter() -> None:
     assert chunking.splitter_available(), "the compiled splitter is missing: run make test"
-
-
-def _decoded(chunks: list[Chunk]) -> list[Any]:
-    out: list[Any] = []
-    for c in chunks:
-        value = unpack_blob(c.data, key="t")
-        assert isinstance(value, list)
-        assert len(value) == c.count
-        out.extend(value)
-    return out
 
 
 def _perl(script: str, *args: str, stdin: bytes | None = None) -> bytes:
@@ -90,7 +81,7 @@ def test_split_perl_blob_is_exact(compress: str, n: int, pad: int, limit: int) -
     assert len(chunks) > 1
     assert all(len(c.data) <= limit for c in chunks)
     assert chunks[0].start == 0 and chunks[-1].stop == n
-    assert _decoded(chunks) == whole
+    assert unpacked_events(chunks) == whole
     # each chunk is a standalone document for Perl too (an independent decoder)
     for c in chunks[:3]:
         doc = bytes(verify_postfix(c.data))

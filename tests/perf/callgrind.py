@@ -40,7 +40,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from eventstore import sereal
+import sereal_codec as sereal
 from relocator.events import generate_events
 
 from .workload import encode
@@ -99,7 +99,7 @@ def write_input(path: Path) -> str:
 
 def environment() -> dict[str, str]:
     """What the counts depend on besides the code: Python, valgrind, the binary."""
-    from eventstore.sereal import _sereal
+    from sereal_codec import _sereal
 
     extension = Path(_sereal.__file__)
     return {
@@ -175,7 +175,7 @@ def _measure(workdir: Path) -> Measurement:
         if not counts[step]:
             raise MeasurementError(
                 f"no instructions counted in {', '.join(names)} (step {step!r}): "
-                f"renamed in eventstore/sereal/csrc/module.c? update STEPS in {__file__}"
+                f"renamed in sereal_codec/csrc/module.c? update STEPS in {__file__}"
             )
     return Measurement(counts, digest, env)
 

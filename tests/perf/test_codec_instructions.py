@@ -20,8 +20,8 @@ from .callgrind import (
 
 pytestmark = [
     pytest.mark.skipif(
-        importlib.util.find_spec("eventstore.sereal._sereal") is None,
-        reason="compiled core not built; tests/unit/sereal/test_core.py "
+        importlib.util.find_spec("sereal_codec._sereal") is None,
+        reason="compiled core not built; tests/unit/sereal_codec/test_core.py "
         "test_extension_is_built fails unless that was intended",
     ),
 ]

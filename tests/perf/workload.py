@@ -19,11 +19,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from eventstore import sereal
+import sereal_codec as sereal
 from eventstore.chunking import split_blob
-from eventstore.sereal._sereal import frame_positions, join_bodies
-from eventstore.sereal.projection import compile_fields, project_events
+from relocator._frames import frame_positions
 from relocator.events import WEB_SUBSTREAM_FIELDS
+from sereal_codec._sereal import join_bodies
+from sereal_codec.projection import compile_fields, project_events
 
 #: Small enough that the blob is cut in a few chunks.
 SPLIT_CHUNK_MAX_BYTES = 64 * 1024

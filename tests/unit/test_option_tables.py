@@ -350,6 +350,14 @@ def test_a_value_given_in_code_or_on_the_command_line_is_bound_checked_too() -> 
         load_devnode(None, data_dir=_DATA_DIR, listen="nowhere")
 
 
+def test_a_listen_address_is_checked_and_the_relocator_may_leave_one_empty() -> None:
+    with pytest.raises(SettingsError, match=r"udp_listen = 'nowhere': not HOST:PORT \(or \"\""):
+        load_relocator(None, clusters=_CLUSTER, udp_listen="nowhere")
+    assert load_relocator(None, clusters=_CLUSTER, udp_listen="").udp_listen == ""
+    with pytest.raises(SettingsError, match=r"listen = '': not HOST:PORT$"):
+        load_devnode(None, data_dir=_DATA_DIR, listen="")
+
+
 def test_a_wrong_type_names_the_key_and_the_type(tmp_path: Path) -> None:
     config = tmp_path / "c.toml"
     config.write_text('[companion]\nworkers = "2"\n')

@@ -23,10 +23,10 @@ from pathlib import Path
 
 from companion.testing import Stack, children_of
 from eventstore.blob import DECODED_FLOOR_BYTES, MAX_DECODED_OBJECTS, add_postfix, pack_blob
-from eventstore.sereal.document import wrap_body
-from eventstore.sereal.testing import inflating_document, object_bomb_body
 from eventstore.testing import store_chunks
 from relocator.events import generate_events
+from sereal_codec.document import wrap_body
+from sereal_codec.testing import inflating_document, object_bomb_body
 from substreams.examples import event_counts
 
 EPOCH = 1_700_000_500

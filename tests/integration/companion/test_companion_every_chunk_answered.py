@@ -20,11 +20,11 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+import sereal_codec as sereal
 from companion.testing import Stack, children_of, fork_servers_of, forks_refused, wait_for
-from eventstore import sereal
 from eventstore.blob import add_postfix, pack_blob
-from eventstore.sereal.projection import project_events
 from eventstore.testing import store_chunks
+from sereal_codec.projection import project_events
 from substreams.api import Context
 from substreams.loader import load_file
 

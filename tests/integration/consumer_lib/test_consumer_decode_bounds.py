@@ -23,10 +23,10 @@ from eventstore.blob import (
 )
 from eventstore.names import Namespaces
 from eventstore.riak import RiakClient
-from eventstore.sereal.document import wrap_body
-from eventstore.sereal.testing import inflating_document, object_bomb_body
 from eventstore.testing import store_chunks
 from relocator.events import generate_events
+from sereal_codec.document import wrap_body
+from sereal_codec.testing import inflating_document, object_bomb_body
 
 EPOCH = 1_700_000_600
 INFLATED = 250_000_000

@@ -18,16 +18,16 @@ from typing import Any
 import pytest
 from consumer_helpers import write_epoch
 
+import sereal_codec as sereal
 from consumer_lib import EventsClient
 from consumer_lib.fallback import run_fallback, run_served
 from consumer_lib.spark import backfill
 from consumer_lib.substream import SubstreamReader
-from eventstore import sereal
 from eventstore.blob import unpack_blob
 from eventstore.names import ChunkKey
 from eventstore.riak import RiakClient
-from eventstore.sereal.projection import project_events
 from relocator.events import generate_events
+from sereal_codec.projection import project_events
 from substreams.api import Context, Substream
 from substreams.harness import DEFAULT_CAP, chunks_from_riak, run_plugin_file
 from substreams.results import read_result

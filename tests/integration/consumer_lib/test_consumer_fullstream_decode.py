@@ -14,11 +14,11 @@ from typing import Any, TypeVar
 
 import pytest
 
+import sereal_codec as sereal
 from consumer_lib import ChunkMissing, EventsClient, fullstream
 from consumer_lib.errors import ChunkTooLarge
 from consumer_lib.ranges import EpochRange
 from consumer_lib.types import ChunkFilter, TaggedEvent, tag_chunk
-from eventstore import sereal
 from eventstore.blob import DecodeLimits
 from eventstore.riak import RiakClient
 from eventstore.testing import Spec, write_epoch

@@ -4,8 +4,6 @@ session of the Spark tests when they run in the same process: ``getOrCreate``)."
 
 from __future__ import annotations
 
-import os
-import sys
 from typing import Any
 
 
@@ -17,20 +15,10 @@ def test_the_source_is_registered_once_per_session(
 
     from consumer_lib.spark import load_events, register
     from consumer_lib.spark.datasource import RiakEventsDataSource
+    from consumer_lib.spark.testing import TEST_CONFIG, local_session
 
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
-    existing = SparkSession.getActiveSession()
-    spark = existing or (  # as tests/integration/consumer_lib/spark/conftest.py builds it
-        SparkSession.builder.master("local[2]")
-        .appName("riak-events-tests")
-        .config("spark.ui.enabled", "false")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.driver.memory", "1g")
-        .getOrCreate()
-    )
-    if existing is None:
-        spark.sparkContext.setLogLevel("ERROR")
+    existing = SparkSession.getActiveSession()  # the Spark tests' session, if they ran
+    spark = existing or local_session("riak-events-tests", TEST_CONFIG)
     manager = spark._jsparkSession.sessionState().dataSourceManager()
     register(spark)
     assert manager.dataSourceExists(RiakEventsDataSource.name())

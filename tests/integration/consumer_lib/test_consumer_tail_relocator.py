@@ -11,8 +11,8 @@ from collections import Counter
 from pathlib import Path
 
 from consumer_lib import EventsClient
-from devnode.testing import DevnodeProcess, free_port
-from relocator.testing import AckedSender, RelocatorProcess, write_config
+from devnode.testing import DevnodeProcess
+from relocator.testing import AckedSender, RelocatorProcess, relocator_process
 
 #: Seconds behind real time: above the relocator's restart and recovery time, so a
 #: restarted relocator's late pushes land before their epochs are read.
@@ -22,15 +22,7 @@ LAG_S = 4.0
 def test_tail_across_a_relocator_restart_loses_and_repeats_nothing(
     tmp_path: Path, session_devnode: DevnodeProcess, dc: str, relocators: list[RelocatorProcess]
 ) -> None:
-    tcp, mport = free_port(), free_port()
-    cfg = write_config(
-        tmp_path / "r.toml",
-        data_dir=tmp_path / "data",
-        clusters={"a": session_devnode.url},
-        tcp_port=tcp,
-        metrics_port=mport,
-    )
-    relocator = RelocatorProcess(cfg, metrics_port=mport, log_path=tmp_path / "relocator.log")
+    relocator, tcp = relocator_process(tmp_path, {"a": session_devnode.url})
     relocators.append(relocator)
     position = tmp_path / "tail.json"
     start = int(time.time())

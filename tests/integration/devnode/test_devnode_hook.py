@@ -11,12 +11,8 @@ refuse, probe after the cool-down and close, as the Erlang hook's does.
 
 from __future__ import annotations
 
-import json
-import socket
-import threading
 import time
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -25,40 +21,10 @@ import pytest
 from devnode.testing import DevnodeProcess, free_port
 from eventstore.riak import RiakClient
 from eventstore.ring import Ring
+from tests.integration.hook_receivers import Companion, HangingCompanion
 
 NODES = ["dev1@127.0.0.1", "dev2@127.0.0.1", "dev3@127.0.0.1", "dev4@127.0.0.1"]
 HOOK_TIMEOUT_S = 1.0
-
-
-class Companion:
-    """A companion stand-in recording every POST it receives."""
-
-    def __init__(self, port: int = 0) -> None:
-        self.received: list[tuple[str, dict[str, Any]]] = []
-        received = self.received
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                body = self.rfile.read(int(self.headers["Content-Length"]))
-                received.append((self.path, json.loads(body)))
-                self.send_response(202)
-                self.send_header("Content-Length", "0")
-                self.end_headers()
-
-            def log_message(self, format: str, *args: Any) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
-
-    def keys(self) -> list[str]:
-        return [k for _, body in self.received for k in body["keys"]]
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
 
 
 @pytest.fixture
@@ -70,13 +36,21 @@ def companions() -> Iterator[dict[str, Companion]]:
 
 
 @pytest.fixture
+def hooked_node(
+    tmp_path: Path, devnode_factory: type[DevnodeProcess], companions: dict[str, Companion]
+) -> DevnodeProcess:
+    """A started devnode whose hook posts to the live ``companions`` (default config)."""
+    urls = {node: c.url for node, c in companions.items()}
+    config = write_config(tmp_path / "devnode.toml", urls)
+    return devnode_factory(tmp_path / "data", config=config).start()
+
+
+@pytest.fixture
 def hanging_url() -> Iterator[str]:
     """A URL whose server accepts connections and never answers."""
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    sock.listen(64)
-    yield f"http://127.0.0.1:{sock.getsockname()[1]}"
-    sock.close()
+    hanging = HangingCompanion()
+    yield hanging.url
+    hanging.close()
 
 
 def write_config(
@@ -171,9 +145,10 @@ def test_each_companion_gets_exactly_its_keys(
         stats = riak.stats()
     for n, companion in companions.items():
         assert sorted(companion.keys()) == sorted(all_expected[n])
-        assert all(path == "/v1/keys" for path, _ in companion.received)
+        assert all(path == "/v1/keys" for path, _ in companion.documents())
         assert all(
-            body["dc"] == "1" and isinstance(body["epoch"], int) for _, body in companion.received
+            body["dc"] == "1" and isinstance(body["epoch"], int)
+            for _, body in companion.documents()
         )
     failing = len([n for n in all_expected if n in (NODES[2], NODES[3])])
     assert failing > 0
@@ -189,11 +164,9 @@ def test_each_companion_gets_exactly_its_keys(
 
 
 def test_one_post_per_node_with_epoch_and_dc(
-    tmp_path: Path, devnode_factory: type[DevnodeProcess], companions: dict[str, Companion]
+    hooked_node: DevnodeProcess, companions: dict[str, Companion]
 ) -> None:
-    urls = {node: c.url for node, c in companions.items()}
-    node = devnode_factory(tmp_path / "data", config=write_config(tmp_path / "devnode.toml", urls))
-    node.start()
+    node = hooked_node
     entries = ["type1:subtype1:0", "type1:subtype1:1", "type1:subtype1:2", "type3::0"]
     groups = expected_groups(1413813813, "2", entries)
     with RiakClient([node.url]) as riak:
@@ -208,7 +181,7 @@ def test_one_post_per_node_with_epoch_and_dc(
         wait_for(lambda: sum(len(c.received) for c in companions.values()) >= wanted)
     for n, companion in companions.items():
         if n in groups:
-            assert companion.received == [
+            assert companion.documents() == [
                 ("/v1/keys", {"epoch": 1413813813, "dc": "2", "keys": groups[n]})
             ]
         else:
@@ -216,11 +189,9 @@ def test_one_post_per_node_with_epoch_and_dc(
 
 
 def test_invalid_metadata_is_counted_and_stored(
-    tmp_path: Path, devnode_factory: type[DevnodeProcess], companions: dict[str, Companion]
+    hooked_node: DevnodeProcess, companions: dict[str, Companion]
 ) -> None:
-    urls = {node: c.url for node, c in companions.items()}
-    node = devnode_factory(tmp_path / "data", config=write_config(tmp_path / "devnode.toml", urls))
-    node.start()
+    node = hooked_node
     with RiakClient([node.url]) as riak:
         riak.put("epochs", "epochs", "not-a-metadata-key", b"junk", content_type="text/plain")
         riak.put("epochs", "epochs", "1413813813-1", b"type1::x", content_type="text/plain")
@@ -247,11 +218,9 @@ def test_queue_overflow_drops_and_counts_without_failing_puts(
 
 
 def test_writes_to_other_types_fire_no_hook(
-    tmp_path: Path, devnode_factory: type[DevnodeProcess], companions: dict[str, Companion]
+    hooked_node: DevnodeProcess, companions: dict[str, Companion]
 ) -> None:
-    urls = {node: c.url for node, c in companions.items()}
-    node = devnode_factory(tmp_path / "data", config=write_config(tmp_path / "devnode.toml", urls))
-    node.start()
+    node = hooked_node
     with RiakClient([node.url]) as riak:
         riak.put("events", "epochs", "1413813813-1", b"type1::0")
         riak.put(None, "epochs", "1413813813-1", b"type1::0")
@@ -318,14 +287,14 @@ def test_breaker_opens_rejects_probes_and_closes(
             time.sleep(max(0.0, opened_at + cooldown_s + 0.2 - time.monotonic()))
             probe = write()
             stats = settle(5)
-            assert [body["epoch"] for _, body in revived.received] == [probe]
+            assert [body["epoch"] for _, body in revived.documents()] == [probe]
             assert stats["devnode_hook_posted_total"] == 1
             assert stats["devnode_breakers"] == {url: {"state": "closed", "failures": 0}}
 
             # Closed: the next groups go as usual.
             following = write()
             stats = settle(6)
-            assert [body["epoch"] for _, body in revived.received] == [probe, following]
+            assert [body["epoch"] for _, body in revived.documents()] == [probe, following]
             assert stats["devnode_hook_breaker_rejected_total"] == 2
             assert stats["devnode_hook_breaker_open_total"] == 1
         finally:
@@ -363,4 +332,4 @@ def test_a_worker_outlives_an_unexpected_error(
         wait_for(lambda: riak.stats()["devnode_hook_hook_errors_total"] == 1)
         riak.put("epochs", "epochs", f"{fine}-1", entries[0].encode(), content_type="text/plain")
         wait_for(lambda: any(body["epoch"] == fine for c in companions.values()
-                             for _, body in c.received))  # fmt: skip
+                             for _, body in c.documents()))  # fmt: skip

@@ -4,7 +4,6 @@ served, and a second process on the same data directory is refused."""
 
 from __future__ import annotations
 
-import http.client
 import socket
 import subprocess
 import sys
@@ -15,28 +14,12 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from devnode.defaults import MAX_PROPS_BYTES, MAX_PROPS_DEPTH
-from devnode.testing import DevnodeProcess, free_port
+from devnode.testing import DevnodeProcess, free_port, raw_request
 from eventstore.riak import NotFound, RiakClient, TooLarge
 from fleet.harness import environment_without
 
 TEN_MB = 10 * 1024**2
 OBJECT_LIMIT = 1024**2
-
-
-def raw(
-    node: DevnodeProcess,
-    method: str,
-    path: str,
-    body: bytes | None = None,
-    headers: dict[str, str] | None = None,
-) -> tuple[int, bytes]:
-    connection = http.client.HTTPConnection("127.0.0.1", node.port, timeout=10)
-    try:
-        connection.request(method, path, body=body, headers=headers or {})
-        response = connection.getresponse()
-        return response.status, response.read()
-    finally:
-        connection.close()
 
 
 def nested(depth: int) -> bytes:
@@ -51,7 +34,9 @@ def nested(depth: int) -> bytes:
 )
 def test_deeply_nested_props_are_a_400(session_devnode: DevnodeProcess, body: bytes) -> None:
     path = "/types/events/buckets/deep/props"
-    status, text = raw(session_devnode, "PUT", path, body, {"Content-Type": "application/json"})
+    status, _, text = raw_request(
+        session_devnode.url, "PUT", path, body, {"Content-Type": "application/json"}
+    )
     assert (status, text) == (
         400,
         f"bucket props JSON nests deeper than {MAX_PROPS_DEPTH} levels\n".encode(),
@@ -63,8 +48,8 @@ def test_deeply_nested_props_are_a_400(session_devnode: DevnodeProcess, body: by
 
 def test_props_nested_within_the_limit_are_stored(session_devnode: DevnodeProcess) -> None:
     body = nested(MAX_PROPS_DEPTH - 2)
-    status, _ = raw(
-        session_devnode,
+    status, _, _ = raw_request(
+        session_devnode.url,
         "PUT",
         "/types/events/buckets/deep-ok/props",
         body,
@@ -138,7 +123,7 @@ def test_client_gets_too_large_for_an_oversized_object(small_devnode: DevnodePro
 
 def scrape(node: DevnodeProcess) -> dict[str, float]:
     """Every sample of /metrics, by name and labels."""
-    status, text = raw(node, "GET", "/metrics")
+    status, _, text = raw_request(node.url, "GET", "/metrics")
     assert status == 200
     samples: dict[str, float] = {}
     for family in text_string_to_metric_families(text.decode()):
@@ -153,8 +138,9 @@ def test_health_readiness_and_metrics(
 ) -> None:
     node = devnode_factory(tmp_path / "data")
     node.start()
-    assert raw(node, "GET", "/healthz") == (200, b"ok\n")
-    assert raw(node, "GET", "/readyz") == (200, b"ok\n")
+    for path in ("/healthz", "/readyz"):
+        answer = raw_request(node.url, "GET", path)
+        assert (answer.status, answer.body) == (200, b"ok\n"), path
     with RiakClient([node.url]) as riak:
         riak.put("events", "m", "k", b"12345")
         riak.get("events", "m", "k")

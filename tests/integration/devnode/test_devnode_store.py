@@ -3,30 +3,13 @@ tombstones, limits and the HTTP details only the devnode promises."""
 
 from __future__ import annotations
 
-import http.client
 import time
 from pathlib import Path
 
 import pytest
 
-from devnode.testing import DevnodeProcess
+from devnode.testing import DevnodeProcess, raw_request
 from eventstore.riak import BadRequest, NotFound, RiakClient
-
-
-def raw(
-    node: DevnodeProcess,
-    method: str,
-    path: str,
-    body: bytes | None = None,
-    headers: dict[str, str] | None = None,
-) -> tuple[int, dict[str, str], bytes]:
-    connection = http.client.HTTPConnection("127.0.0.1", node.port, timeout=10)
-    try:
-        connection.request(method, path, body=body, headers=headers or {})
-        response = connection.getresponse()
-        return response.status, {k.lower(): v for k, v in response.getheaders()}, response.read()
-    finally:
-        connection.close()
 
 
 def test_acknowledged_writes_survive_kill_9(
@@ -101,15 +84,15 @@ def test_tombstone_then_reaped(tmp_path: Path, devnode_factory: type[DevnodeProc
     node = devnode_factory(tmp_path / "data", config=config)
     node.start()
     path = "/types/events/buckets/b/keys/k"
-    raw(node, "PUT", path, b"x", {"Content-Type": "text/plain"})
-    assert raw(node, "DELETE", path)[0] == 204
-    status, headers, body = raw(node, "GET", path)
+    raw_request(node.url, "PUT", path, b"x", {"Content-Type": "text/plain"})
+    assert raw_request(node.url, "DELETE", path)[0] == 204
+    status, headers, body = raw_request(node.url, "GET", path)
     assert (status, headers.get("x-riak-deleted"), body) == (404, "true", b"not found\n")
     assert headers["x-riak-vclock"]
     time.sleep(0.8)
-    status, headers, _ = raw(node, "GET", path)
+    status, headers, _ = raw_request(node.url, "GET", path)
     assert status == 404 and "x-riak-deleted" not in headers
-    assert raw(node, "DELETE", path)[0] == 404
+    assert raw_request(node.url, "DELETE", path)[0] == 404
 
 
 def test_http_details(tmp_path: Path, devnode_factory: type[DevnodeProcess]) -> None:
@@ -119,25 +102,25 @@ def test_http_details(tmp_path: Path, devnode_factory: type[DevnodeProcess]) -> 
     node.start()
     path = "/buckets/b/keys/k"
     ct = {"Content-Type": "application/octet-stream"}
-    assert raw(node, "PUT", path, b"x" * 1001, ct)[0] == 413
-    assert raw(node, "PUT", path, b"x", {"Content-Type": "nonsense"})[0] == 415
-    assert raw(node, "PUT", path + "?w=banana", b"x", ct)[0] == 400
-    assert raw(node, "PUT", path + "?returnbody=maybe", b"x", ct)[0] == 400
-    status, headers, body = raw(
-        node, "PUT", path + "?returnbody=true", b"abc", {**ct, "X-Riak-Meta-A": "1"}
+    assert raw_request(node.url, "PUT", path, b"x" * 1001, ct)[0] == 413
+    assert raw_request(node.url, "PUT", path, b"x", {"Content-Type": "nonsense"})[0] == 415
+    assert raw_request(node.url, "PUT", path + "?w=banana", b"x", ct)[0] == 400
+    assert raw_request(node.url, "PUT", path + "?returnbody=maybe", b"x", ct)[0] == 400
+    status, headers, body = raw_request(
+        node.url, "PUT", path + "?returnbody=true", b"abc", {**ct, "X-Riak-Meta-A": "1"}
     )
     assert (status, body, headers["x-riak-meta-a"]) == (200, b"abc", "1")
     assert headers["link"] == '</buckets/b>; rel="up"'
-    status, headers, body = raw(node, "HEAD", path)
+    status, headers, body = raw_request(node.url, "HEAD", path)
     assert (status, body, headers["content-length"]) == (200, b"", "3")
-    assert raw(node, "GET", path, headers={"If-None-Match": headers["etag"]})[0] == 304
-    assert raw(node, "GET", "/ping")[2] == b"OK"
+    assert raw_request(node.url, "GET", path, headers={"If-None-Match": headers["etag"]})[0] == 304
+    assert raw_request(node.url, "GET", "/ping")[2] == b"OK"
     # conditional PUTs the devnode does not implement are refused, not ignored
     for header in ("If-Modified-Since", "If-Unmodified-Since"):
         when = {header: "Wed, 25 Nov 2026 08:00:00 GMT"}
-        status, _, body = raw(node, "PUT", path, b"new", {**ct, **when})
+        status, _, body = raw_request(node.url, "PUT", path, b"new", {**ct, **when})
         assert status == 400 and header.lower().encode() in body, body
-    assert raw(node, "GET", path)[2] == b"abc"
+    assert raw_request(node.url, "GET", path)[2] == b"abc"
 
 
 def test_bad_config_fails_to_start_with_a_clear_message(

@@ -7,36 +7,18 @@ devnode/DESIGN.md ("Unknown bucket types").
 
 from __future__ import annotations
 
-import http.client
 from collections.abc import Callable
 from typing import NamedTuple
 
 import pytest
 
 from devnode.errors import WEBMACHINE_404_PAGE
-from devnode.testing import DevnodeProcess
+from devnode.testing import DevnodeProcess, raw_request
 from eventstore.riak import BadRequest, BucketTypeNotFound, RiakClient
 
 JSON = {"Content-Type": "application/json"}
 PROPS = b'{"props":{"n_val":3}}'
 PLAIN = "text/plain"
-
-
-def raw(
-    node: DevnodeProcess,
-    method: str,
-    path: str,
-    body: bytes | None = None,
-    headers: dict[str, str] | None = None,
-) -> tuple[int, str, bytes]:
-    """(status, content type, body) of one request sent without our client."""
-    connection = http.client.HTTPConnection("127.0.0.1", node.port, timeout=10)
-    try:
-        connection.request(method, path, body=body, headers=headers or {})
-        response = connection.getresponse()
-        return response.status, response.getheader("Content-Type", ""), response.read()
-    finally:
-        connection.close()
 
 
 class Case(NamedTuple):
@@ -102,19 +84,19 @@ CASES = [
 
 @pytest.mark.parametrize("case", CASES, ids=[f"{c.method} {c.path}" for c in CASES])
 def test_devnode_answers_as_riak(session_devnode: DevnodeProcess, case: Case) -> None:
-    status, content_type, got = raw(
-        session_devnode, case.method, case.path, case.body, case.headers
+    status, headers, got = raw_request(
+        session_devnode.url, case.method, case.path, case.body, case.headers
     )
     want_status, want_type, want_body = case.answer
-    assert (status, content_type) == (want_status, want_type)
+    assert (status, headers.get("content-type", "")) == (want_status, want_type)
     if want_body is not None:
         assert got == want_body
 
 
 def test_known_type_still_answers(session_devnode: DevnodeProcess) -> None:
-    assert raw(session_devnode, "GET", "/types/events/props")[0] == 200
-    assert raw(session_devnode, "GET", "/types/events/buckets/b/props")[0] == 200
-    assert raw(session_devnode, "GET", "/buckets/b/props")[0] == 200
+    assert raw_request(session_devnode.url, "GET", "/types/events/props")[0] == 200
+    assert raw_request(session_devnode.url, "GET", "/types/events/buckets/b/props")[0] == 200
+    assert raw_request(session_devnode.url, "GET", "/buckets/b/props")[0] == 200
 
 
 CALLS: dict[str, Callable[[RiakClient], object]] = {

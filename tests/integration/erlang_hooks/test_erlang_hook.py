@@ -16,10 +16,8 @@ import json
 import shutil
 import socket
 import subprocess
-import threading
 import time
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -27,6 +25,7 @@ import pytest
 
 from eventstore.keygroup import KeyGroup
 from eventstore.ring import Ring
+from tests.integration.hook_receivers import Companion, HangingCompanion
 
 ROOT = Path(__file__).resolve().parents[3]
 HOOKS = ROOT / "erlang_hooks"
@@ -57,50 +56,6 @@ def erl_string(text: str) -> str:
 
 
 # -- companions -----------------------------------------------------------------------------
-
-
-class Companion:
-    """A companion stand-in on a loopback port, recording every POST it receives."""
-
-    def __init__(self, port: int = 0) -> None:
-        self.received: list[tuple[str, str, bytes]] = []
-        received = self.received
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                body = self.rfile.read(int(self.headers["Content-Length"]))
-                received.append((self.path, self.headers.get("Content-Type", ""), body))
-                self.send_response(202)
-                self.send_header("Content-Length", "0")
-                self.end_headers()
-
-            def log_message(self, format: str, *args: Any) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
-
-    def bodies(self) -> list[bytes]:
-        return [body for _, _, body in self.received]
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-
-
-class HangingCompanion:
-    """Accepts connections (the kernel's backlog) and never answers."""
-
-    def __init__(self) -> None:
-        self.sock = socket.socket()
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.listen(64)
-        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
-
-    def close(self) -> None:
-        self.sock.close()
 
 
 def dead_port() -> int:

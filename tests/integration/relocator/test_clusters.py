@@ -7,9 +7,9 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from devnode.testing import DevnodeProcess, free_port
+from devnode.testing import DevnodeProcess
 from eventstore.riak import Retry, RiakClient
-from relocator.testing import AckedSender, RelocatorProcess, stored_events, write_config
+from relocator.testing import AckedSender, RelocatorProcess, relocator_process, stored_events
 
 
 def _ids(url: str, dc: str, epochs: range) -> list[int]:
@@ -36,16 +36,8 @@ def test_down_cluster_catches_up(
 ) -> None:
     a = devnode_factory(tmp_path / "a" / "data").start()
     b = devnode_factory(tmp_path / "b" / "data").start()
-    tcp, mport = free_port(), free_port()
-    cfg = write_config(
-        tmp_path / "r.toml",
-        data_dir=tmp_path / "data",
-        clusters={"a": a.url, "b": b.url},
-        tcp_port=tcp,
-        metrics_port=mport,
-    )
-    proc = RelocatorProcess(cfg, metrics_port=mport, log_path=tmp_path / "relocator.log").start()
-    relocators.append(proc)
+    proc, tcp = relocator_process(tmp_path, {"a": a.url, "b": b.url})
+    relocators.append(proc.start())
     first = int(time.time()) - 1
 
     b.stop()  # cluster b goes down

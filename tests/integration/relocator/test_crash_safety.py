@@ -9,10 +9,10 @@ import random
 import time
 from pathlib import Path
 
-from devnode.testing import DevnodeProcess, free_port
-from eventstore import sereal
+import sereal_codec as sereal
+from devnode.testing import DevnodeProcess
 from eventstore.riak import RiakClient
-from relocator.testing import AckedSender, RelocatorProcess, stored_events, write_config
+from relocator.testing import AckedSender, RelocatorProcess, relocator_process, stored_events
 
 ROUNDS = 14
 
@@ -47,18 +47,9 @@ def test_kill9_at_random_points_loses_nothing(
     seed = random.randrange(2**32)
     print(f"seed {seed}")
     rng = random.Random(seed)
-    tcp, mport = free_port(), free_port()
     spool = tmp_path / "spool"
     spool.mkdir()
-    cfg = write_config(
-        tmp_path / "r.toml",
-        data_dir=tmp_path / "data",
-        clusters={"a": session_devnode.url},
-        tcp_port=tcp,
-        metrics_port=mport,
-        spool_dir=spool,
-    )
-    proc = RelocatorProcess(cfg, metrics_port=mport, log_path=tmp_path / "relocator.log")
+    proc, tcp = relocator_process(tmp_path, {"a": session_devnode.url}, spool_dir=spool)
     relocators.append(proc)
     first_epoch = int(time.time()) - 1
     acked: list[int] = []

@@ -21,117 +21,12 @@ from pathlib import Path
 
 import pytest
 
-from devnode.testing import DevnodeProcess, free_port
+from devnode.testing import DevnodeProcess
 from eventstore.riak import RiakClient
+from relocator.ack_proxy import AckCutProxy
 from relocator.producer import TcpEmitter
-from relocator.testing import RelocatorProcess, stored_events, write_config
-from relocator.wire import ACK, HELLO_REPLY, FrameParser, scan_stream
-
-
-class AckProxy:
-    """Forwards producer connections to ``127.0.0.1:upstream``; the producer's bytes
-    always go through. The relocator's: every ``every``-th read of acknowledgements is
-    swallowed and both connections cut, ``cuts`` times in all; while ``hold`` is set,
-    every acknowledgement is swallowed (nothing cut). The hello's answer always goes
-    through."""
-
-    def __init__(self, upstream: int, *, cuts: int = 0, every: int = 2) -> None:
-        self._upstream = upstream
-        self.cuts_left = cuts
-        self.every = every
-        self.hold = False
-        self.cut = 0
-        self._listener = socket.create_server(("127.0.0.1", 0))
-        self.port: int = self._listener.getsockname()[1]
-        self._open: list[socket.socket] = []
-        self._lock = threading.Lock()
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def _accept(self) -> None:
-        while True:
-            try:
-                down, _ = self._listener.accept()
-            except OSError:
-                return
-            try:
-                up = socket.create_connection(("127.0.0.1", self._upstream), timeout=5)
-            except OSError:
-                down.close()  # the relocator is down: the producer tries again
-                continue
-            up.settimeout(None)
-            with self._lock:
-                self._open += [down, up]
-            threading.Thread(target=self._pump, args=(down, up), daemon=True).start()
-            threading.Thread(target=self._acks, args=(up, down), daemon=True).start()
-
-    def _pump(self, src: socket.socket, dst: socket.socket) -> None:
-        with contextlib.suppress(OSError):
-            while data := src.recv(65536):
-                dst.sendall(data)
-        self._close(src, dst)
-
-    def _acks(self, up: socket.socket, down: socket.socket) -> None:
-        reads = 0
-        first = True
-        with contextlib.suppress(OSError):
-            while data := up.recv(65536):
-                if first and data.startswith(HELLO_REPLY):
-                    down.sendall(HELLO_REPLY)
-                    data = data[len(HELLO_REPLY) :]
-                first = False
-                if not data:
-                    continue
-                reads += 1
-                if self.hold:
-                    continue
-                if self.cuts_left > 0 and reads % self.every == 0:
-                    self.cuts_left -= 1
-                    self.cut += 1
-                    break  # swallowed: the relocator has it durable, the producer never hears
-                down.sendall(data)
-        self._close(up, down)
-
-    def _close(self, *socks: socket.socket) -> None:
-        for s in socks:
-            with contextlib.suppress(OSError):
-                s.shutdown(socket.SHUT_RDWR)
-            s.close()
-
-    def cut_all(self) -> None:
-        """Cut every open connection."""
-        with self._lock:
-            socks, self._open = self._open, []
-        self._close(*socks)
-
-    def close(self) -> None:
-        self._listener.close()
-        self.cut_all()
-
-
-def _relocator(
-    tmp_path: Path, devnode: DevnodeProcess, env: dict[str, str] | None = None
-) -> tuple[RelocatorProcess, int]:
-    """A relocator process (not started) and its TCP port."""
-    tcp, mport = free_port(), free_port()
-    cfg = write_config(
-        tmp_path / "r.toml",
-        data_dir=tmp_path / "data",
-        clusters={"a": devnode.url},
-        tcp_port=tcp,
-        metrics_port=mport,
-    )
-    proc = RelocatorProcess(cfg, metrics_port=mport, log_path=tmp_path / "relocator.log", env=env)
-    return proc, tcp
-
-
-def _drained(proc: RelocatorProcess, timeout_s: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while True:
-        s = proc.status()
-        if s["open_events"] == 0 and s["batches"] == 0 and not any(s["backlog"].values()):
-            return
-        assert time.monotonic() < deadline, f"relocator did not drain: {s}"
-        time.sleep(0.1)
+from relocator.testing import RelocatorProcess, relocator_process, stored_events, with_sitecustomize
+from relocator.wire import ACK, FrameParser, scan_stream
 
 
 def _metric(proc: RelocatorProcess, name: str) -> float:
@@ -166,10 +61,10 @@ def test_swallowed_acks_and_cut_connections_store_each_event_once(  # noqa: PLR0
     relocators: list[RelocatorProcess],
     idempotent: bool,
 ) -> None:
-    proc, tcp = _relocator(tmp_path, session_devnode)
+    proc, tcp = relocator_process(tmp_path, {"a": session_devnode.url})
     relocators.append(proc)
     proc.start()
-    proxy = AckProxy(tcp, cuts=16, every=2)
+    proxy = AckCutProxy(tcp, cuts=16, every=2)
     first_epoch = int(time.time()) - 1
     emitter = TcpEmitter("127.0.0.1", proxy.port, dc=dc, idempotent=idempotent)
     try:
@@ -178,11 +73,11 @@ def test_swallowed_acks_and_cut_connections_store_each_event_once(  # noqa: PLR0
     finally:
         emitter.close()
         proxy.close()
-    assert proxy.cut == 16, f"only {proxy.cut} acknowledgements swallowed"
-    _drained(proc)
+    assert proxy.cuts == 16, f"only {proxy.cuts} acknowledgements swallowed"
+    proc.wait_drained()
     ids, twice = _count(riak, dc, first_epoch)
     lost = EVENTS - len(ids)
-    print(f"{EVENTS} events, {proxy.cut} acks swallowed: {lost} lost, {twice} extra copies")
+    print(f"{EVENTS} events, {proxy.cuts} acks swallowed: {lost} lost, {twice} extra copies")
     assert ids == set(range(EVENTS)), f"{EVENTS - len(ids)} acknowledged events lost"
     if idempotent:
         assert twice == 0, f"{twice} events stored twice"
@@ -210,16 +105,11 @@ def test_frames_journaled_but_unacknowledged_at_a_kill9_are_recognised_after_res
     relocators: list[RelocatorProcess],
     recover: bool,
 ) -> None:
-    env = None
-    if not recover:
-        site = tmp_path / "site"
-        site.mkdir()
-        (site / "sitecustomize.py").write_text(_FORGETFUL)
-        env = {"PYTHONPATH": str(site)}
-    proc, tcp = _relocator(tmp_path, session_devnode, env)
+    env = None if recover else with_sitecustomize(tmp_path / "site", _FORGETFUL)
+    proc, tcp = relocator_process(tmp_path, {"a": session_devnode.url}, env=env)
     relocators.append(proc)
     proc.start()
-    proxy = AckProxy(tcp)
+    proxy = AckCutProxy(tcp)
     proxy.hold = True  # the relocator journals and acknowledges; the producer never hears
     first_epoch = int(time.time()) - 1
     emitter = TcpEmitter("127.0.0.1", proxy.port, dc=dc)
@@ -239,7 +129,7 @@ def test_frames_journaled_but_unacknowledged_at_a_kill9_are_recognised_after_res
     finally:
         emitter.close()
         proxy.close()
-    _drained(proc)
+    proc.wait_drained()
     ids, twice = _count(riak, dc, first_epoch)
     assert ids == set(range(500))
     if recover:
@@ -260,7 +150,7 @@ def test_a_producer_without_ids_is_served_at_least_once_and_counted(
 ) -> None:
     """Old producer -> new relocator: the stream version 1 bytes (``idempotent=False``
     sends exactly what the emitter sent before ids)."""
-    proc, tcp = _relocator(tmp_path, session_devnode)
+    proc, tcp = relocator_process(tmp_path, {"a": session_devnode.url})
     relocators.append(proc)
     proc.start()
     first_epoch = int(time.time()) - 1
@@ -269,7 +159,7 @@ def test_a_producer_without_ids_is_served_at_least_once_and_counted(
         assert emitter.emit({"id": i}, "lb", "haproxy")
     assert emitter.flush(20)
     emitter.close()
-    _drained(proc)
+    proc.wait_drained()
     ids, twice = _count(riak, dc, first_epoch)
     assert ids == set(range(300)) and twice == 0
     assert _metric(proc, 'relocator_tcp_events_total{producer="legacy"}') == 300

@@ -10,12 +10,12 @@ from pathlib import Path
 
 import zstandard
 
-from devnode.testing import DevnodeProcess, free_port
-from eventstore import sereal
+import sereal_codec as sereal
+from devnode.testing import DevnodeProcess
 from eventstore.riak import RiakClient
-from eventstore.sereal import compression
-from relocator.testing import RelocatorProcess, stored_events, write_config
-from relocator.wire import ACK, LENGTH, encode_frame
+from relocator.testing import RelocatorProcess, relocator_process, send_acked, stored_events
+from relocator.wire import encode_frame
+from sereal_codec import compression
 
 INFLATED = 250 * 1024 * 1024
 
@@ -46,16 +46,7 @@ def _peak_rss_kib(pid: int) -> int:
 def _send(port: int, frames: list[bytes]) -> None:
     """Send frames on one connection and wait until all are acknowledged (handled)."""
     with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
-        sock.sendall(b"".join(LENGTH.pack(len(f)) + f for f in frames))
-        buf = b""
-        acked = 0
-        while acked < len(frames):
-            data = sock.recv(4096)
-            assert data, "relocator closed the connection"
-            buf += data
-            while len(buf) >= ACK.size:
-                (acked,) = ACK.unpack_from(buf)
-                buf = buf[ACK.size :]
+        send_acked(sock, frames)
 
 
 def _dropped(proc: RelocatorProcess, reason: str) -> float:
@@ -72,15 +63,7 @@ def test_inflating_frames_and_non_dicts_are_refused_with_bounded_memory(
     dc: str,
     relocators: list[RelocatorProcess],
 ) -> None:
-    tcp, mport = free_port(), free_port()
-    cfg = write_config(
-        tmp_path / "r.toml",
-        data_dir=tmp_path / "data",
-        clusters={"a": session_devnode.url},
-        tcp_port=tcp,
-        metrics_port=mport,
-    )
-    proc = RelocatorProcess(cfg, metrics_port=mport, log_path=tmp_path / "r.log")
+    proc, tcp = relocator_process(tmp_path, {"a": session_devnode.url})
     relocators.append(proc)
     proc.start()
     assert proc.pid is not None

@@ -7,12 +7,12 @@ import socket
 import time
 from pathlib import Path
 
+import sereal_codec as sereal
 from devnode.testing import DevnodeProcess, free_port
-from eventstore import sereal
 from eventstore.riak import RiakClient
 from relocator.journal import Gap, Record, scan_records
-from relocator.testing import RelocatorProcess, stored_events, write_config
-from relocator.wire import ACK, LENGTH, encode_frame
+from relocator.testing import RelocatorProcess, send_acked, stored_events, write_config
+from relocator.wire import encode_frame
 
 RECORDS = 8
 PER_RECORD = 150
@@ -22,21 +22,13 @@ def _send_acked(port: int, dc: str, epoch: int) -> None:
     """RECORDS sends of PER_RECORD events on one connection, each acknowledged before
     the next is sent (so each is one journal record)."""
     with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+        acked = 0
         for r in range(RECORDS):
-            frames = []
-            for i in range(r * PER_RECORD, (r + 1) * PER_RECORD):
-                f = encode_frame(epoch, dc, "web", "www", sereal.encode({"id": i, "r": r}))
-                frames.append(LENGTH.pack(len(f)) + f)
-            sock.sendall(b"".join(frames))
-            acked = 0
-            buf = b""
-            while acked < (r + 1) * PER_RECORD:
-                data = sock.recv(4096)
-                assert data, "relocator closed the connection"
-                buf += data
-                while len(buf) >= ACK.size:
-                    (acked,) = ACK.unpack_from(buf)
-                    buf = buf[ACK.size :]
+            frames = [
+                encode_frame(epoch, dc, "web", "www", sereal.encode({"id": i, "r": r}))
+                for i in range(r * PER_RECORD, (r + 1) * PER_RECORD)
+            ]
+            acked = send_acked(sock, frames, acked=acked)
 
 
 def test_corrupt_first_record_loses_only_its_events(

@@ -16,6 +16,7 @@ from devnode.testing import DevnodeProcess, free_port
 from relocator.testing import (
     RelocatorProcess,
     hiding_modules,
+    relocator_process,
     run_relocator_to_exit,
     write_config,
 )
@@ -35,15 +36,7 @@ def test_the_relocator_runs_without_kazoo_when_zookeeper_is_not_configured(
     *, tmp_path: Path, session_devnode: DevnodeProcess, relocators: list[RelocatorProcess]
 ) -> None:
     env = hiding_modules(tmp_path / "shim", "kazoo")
-    mport = free_port()
-    cfg = write_config(
-        tmp_path / "r.toml",
-        data_dir=tmp_path / "data",
-        clusters={"a": session_devnode.url},
-        tcp_port=free_port(),
-        metrics_port=mport,
-    )
-    proc = RelocatorProcess(cfg, metrics_port=mport, log_path=tmp_path / "r.log", env=env)
+    proc, _ = relocator_process(tmp_path, {"a": session_devnode.url}, env=env)
     relocators.append(proc.start())
     assert proc.http("/healthz") == (200, b"ok\n")
     assert json.loads(_wait_for(proc, "/readyz", 200))["ready"] is True
@@ -77,16 +70,8 @@ def test_readyz_follows_the_riak_node_and_healthz_does_not(
     relocators: list[RelocatorProcess],
 ) -> None:
     node = devnode_factory(tmp_path / "devnode").start()
-    mport = free_port()
-    cfg = write_config(
-        tmp_path / "r.toml",
-        data_dir=tmp_path / "data",
-        clusters={"only": node.url},
-        tcp_port=free_port(),
-        metrics_port=mport,
-    )
-    proc = RelocatorProcess(cfg, metrics_port=mport, log_path=tmp_path / "r.log").start()
-    relocators.append(proc)
+    proc, _ = relocator_process(tmp_path, {"only": node.url})
+    relocators.append(proc.start())
     ready = json.loads(_wait_for(proc, "/readyz", 200))
     assert ready == {"ready": True, "reasons": [], "clusters": {"only": "ok"}, "zookeeper": None}
 

@@ -23,10 +23,10 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from devnode.testing import DevnodeProcess, free_port
+from devnode.testing import DevnodeProcess
 from eventstore.riak import RiakClient
 from relocator.producer import TcpEmitter
-from relocator.testing import RelocatorProcess, stored_events, write_config
+from relocator.testing import RelocatorProcess, relocator_process, stored_events, with_sitecustomize
 
 
 class MetadataRefusingProxy:
@@ -115,24 +115,14 @@ def test_kill9_between_chunks_and_metadata_stores_each_event_once(  # noqa: PLR0
     positions: bool,
 ) -> None:
     proxy = MetadataRefusingProxy(session_devnode.url)
-    tcp, mport = free_port(), free_port()
-    cfg = write_config(
-        tmp_path / "r.toml",
-        data_dir=tmp_path / "data",
-        clusters={"a": proxy.url},
-        tcp_port=tcp,
-        metrics_port=mport,
+    proc, tcp = relocator_process(
+        tmp_path,
+        {"a": proxy.url},
+        env=None if positions else with_sitecustomize(tmp_path / "site", _NO_POSITIONS),
         # the events stay in the active journal segment (a segment is deleted once its
         # frames are in stored batches: then there is nothing to replay at all)
         segment_max_s=60.0,
     )
-    env = None
-    if not positions:
-        site = tmp_path / "site"
-        site.mkdir()
-        (site / "sitecustomize.py").write_text(_NO_POSITIONS)
-        env = {"PYTHONPATH": str(site)}
-    proc = RelocatorProcess(cfg, metrics_port=mport, log_path=tmp_path / "relocator.log", env=env)
     relocators.append(proc)
     proc.start()
     first_epoch = int(time.time()) - 1

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from devnode.testing import DevnodeProcess, free_port
-from eventstore import sereal
+import sereal_codec as sereal
+from devnode.testing import DevnodeProcess
 from eventstore.riak import RiakClient
-from relocator.testing import RelocatorProcess, ZooKeeperProcess, stored_events, write_config
+from relocator.testing import RelocatorProcess, ZooKeeperProcess, relocator_process, stored_events
 
 UNITS = 8
 
@@ -48,20 +48,17 @@ def test_two_relocators_never_share_a_unit_and_takeover_loses_nothing(
     spool.mkdir()
     procs = []
     for w in (1, 2):
-        tcp, mport = free_port(), free_port()
-        cfg = write_config(
-            tmp_path / f"r{w}.toml",
+        p, _ = relocator_process(
+            tmp_path,
+            {"a": session_devnode.url},
+            name=f"r{w}",
             data_dir=tmp_path / f"data{w}",
-            clusters={"a": session_devnode.url},
-            tcp_port=tcp,
-            metrics_port=mport,
             spool_dir=spool,
             writer_id=w,
             zookeeper=(zookeeper_server.hosts, zookeeper),
             extra=f"spool_units = {UNITS}",
         )
-        p = RelocatorProcess(cfg, metrics_port=mport, log_path=tmp_path / f"r{w}.log").start()
-        relocators.append(p)
+        relocators.append(p.start())
         procs.append(p)
     epoch = int(time.time())
     want = _drop(spool, epoch, dc, 24, 0)

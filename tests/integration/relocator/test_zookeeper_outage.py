@@ -32,7 +32,9 @@ from relocator.testing import (
     AckedSender,
     RelocatorProcess,
     ZooKeeperProcess,
+    drained,
     drop_spool_file,
+    relocator_process,
     stored_events,
     write_config,
     writer_session,
@@ -50,12 +52,7 @@ def _until(check: Callable[[], bool], what: str, timeout_s: float = 30.0) -> Non
 
 
 def _drained(status: dict[str, Any], spool: Path) -> bool:
-    return (
-        status["open_events"] == 0
-        and status["batches"] == 0
-        and not any(status["backlog"].values())
-        and not any(p.suffix == ".srl" for p in spool.iterdir())
-    )
+    return drained(status) and not any(p.suffix == ".srl" for p in spool.iterdir())
 
 
 def _evidence(riak: RiakClient, dc: str, epochs: range, status: dict[str, Any]) -> str:
@@ -90,13 +87,9 @@ def test_zookeeper_stopped_under_a_running_relocator(
     try:
         spool = tmp_path / "spool"
         spool.mkdir()
-        tcp, mport = free_port(), free_port()
-        cfg = write_config(
-            tmp_path / "r.toml",
-            data_dir=tmp_path / "data",
-            clusters={"a": session_devnode.url},
-            tcp_port=tcp,
-            metrics_port=mport,
+        proc, tcp = relocator_process(
+            tmp_path,
+            {"a": session_devnode.url},
             spool_dir=spool,
             writer_id=WRITER,
             zookeeper=(zk.hosts, "/outage"),
@@ -104,8 +97,7 @@ def test_zookeeper_stopped_under_a_running_relocator(
             # outage starts in the middle of one
             extra=f"spool_units = {UNITS}",
         )
-        proc = RelocatorProcess(cfg, metrics_port=mport, log_path=tmp_path / "r.log").start()
-        relocators.append(proc)
+        relocators.append(proc.start())
         _until(lambda: len(proc.status()["owned_units"]) == UNITS, "all units owned")
         first_epoch = int(time.time())
         sender = AckedSender(tcp, dc, first_id=0).start()
@@ -155,18 +147,10 @@ def test_zookeeper_down_when_the_relocator_starts(
     zk = ZooKeeperProcess(tmp_path / "zk")  # its port chosen, not started yet
     riak = RiakClient([node.url])
     try:
-        tcp, mport = free_port(), free_port()
-        cfg = write_config(
-            tmp_path / "r.toml",
-            data_dir=tmp_path / "data",
-            clusters={"a": node.url},
-            tcp_port=tcp,
-            metrics_port=mport,
-            writer_id=WRITER,
-            zookeeper=(zk.hosts, "/late"),
+        proc, tcp = relocator_process(
+            tmp_path, {"a": node.url}, writer_id=WRITER, zookeeper=(zk.hosts, "/late")
         )
-        proc = RelocatorProcess(cfg, metrics_port=mport, log_path=tmp_path / "r.log").start()
-        relocators.append(proc)
+        relocators.append(proc.start())
         code, body = proc.http("/readyz")
         assert code == 503
         assert json.loads(body)["zookeeper"]["registered"] is False

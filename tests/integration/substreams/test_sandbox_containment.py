@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from companion.testing import process_alive
-from eventstore.sereal.projection import Tree, project_events
+from sereal_codec.projection import Tree, project_events
 from substreams import sandbox
 from substreams.api import Context, Event, Substream
 from substreams.batch import run_batch

@@ -1,5 +1,5 @@
 #!/usr/bin/perl
-# Python -> Perl interop: decode documents written by eventstore.sereal.
+# Python -> Perl interop: decode documents written by sereal_codec.
 #
 # Reads lines "<name>\t<hex of the document>\n" on stdin and prints one JSON object per
 # line on stdout:

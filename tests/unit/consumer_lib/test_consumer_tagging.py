@@ -1,4 +1,4 @@
-"""The flat view's tagging: the Sereal core's ``tag_events`` (csrc/tag_events.c) builds,
+"""The flat view's tagging: the compiled ``tag_events`` (consumer_lib/csrc/tag_events.c) builds,
 object for object, what the Python reference and ``tag_chunk`` build (a new
 ``TaggedEvent`` per event holding the very same objects, tracked by the collector alike),
 holds no reference it should not, and refuses what it cannot build as the reference
@@ -15,9 +15,9 @@ from typing import Any
 
 import pytest
 
+import sereal_codec as sereal
 from consumer_lib import types
 from consumer_lib.types import TAG_SLOTS, Chunk, TaggedEvent, tag_chunk, tag_events, tag_events_py
-from eventstore import sereal
 from eventstore.names import ChunkKey
 from relocator.events import generate_events
 
@@ -28,7 +28,7 @@ VALUES = (KEY.epoch, KEY.dc, KEY.type, KEY.subtype, KEY.chunk)
 def core_tagger() -> Any:
     if sereal.IMPLEMENTATION != "c":
         pytest.skip("the compiled Sereal core is not built")
-    return importlib.import_module("eventstore.sereal._sereal").tag_events
+    return importlib.import_module("consumer_lib._tagger").tag_events
 
 
 def same_objects(a: list[Any], b: list[Any]) -> None:

@@ -29,15 +29,15 @@ from eventstore.errors import (
     ChecksumMissing,
     UnsupportedChecksum,
 )
-from eventstore.sereal.compression import varint_bytes
-from eventstore.sereal.document import wrap_body
-from eventstore.sereal.testing import inflating_document, object_bomb_body
+from sereal_codec.compression import varint_bytes
+from sereal_codec.document import wrap_body
+from sereal_codec.testing import inflating_document, object_bomb_body
 
 DOC = b"=\xf3rl\x04\x00" + bytes(range(200))
 
 
 def _sereal() -> Any:
-    return importlib.import_module("eventstore.sereal")
+    return importlib.import_module("sereal_codec")
 
 
 def test_layout() -> None:

@@ -3,7 +3,7 @@ blobs Perl wrote: tests/interop/test_perl_split.py).
 
 The policy tests drive the estimate/encode/re-split core with synthetic encoders (no
 codec needed). Round trips use the Sereal codec; splitting uses the compiled splitter,
-which every build has (tests/unit/sereal/test_core.py fails when it is missing).
+which every build has (tests/unit/sereal_codec/test_core.py fails when it is missing).
 """
 
 from __future__ import annotations
@@ -20,7 +20,6 @@ from eventstore import chunking
 from eventstore.blob import has_postfix, postfix_length, unpack_blob
 from eventstore.chunking import (
     CHUNK_MAX_BODY_BYTES,
-    Chunk,
     _build,
     _groups,
     _plan,
@@ -29,11 +28,12 @@ from eventstore.chunking import (
     split_blob,
 )
 from eventstore.errors import EventTooLarge, NotAnArrayBlob
-from eventstore.sereal.errors import SerealError
+from eventstore.testing import unpacked_events
+from sereal_codec.errors import SerealError
 
 
 def _codec() -> Any:
-    return importlib.import_module("eventstore.sereal")
+    return importlib.import_module("sereal_codec")
 
 
 def _need_splitter() -> None:
@@ -117,16 +117,6 @@ def _events(n: int, seed: int = 7, payload: int = 0) -> list[dict[str, Any]]:
     return out
 
 
-def _decoded(chunks: list[Chunk]) -> list[Any]:
-    out: list[Any] = []
-    for c in chunks:
-        value = unpack_blob(c.data, key="t")
-        assert isinstance(value, list)
-        assert len(value) == c.count
-        out.extend(value)
-    return out
-
-
 @pytest.mark.parametrize("compress", ["zstd", "zlib", "snappy", None])
 def test_small_input_is_one_chunk(compress: str | None) -> None:
     _codec()
@@ -134,7 +124,7 @@ def test_small_input_is_one_chunk(compress: str | None) -> None:
     chunks = chunk_events(events, compress=compress)
     assert len(chunks) == 1
     assert has_postfix(chunks[0].data)
-    assert _decoded(chunks) == events
+    assert unpacked_events(chunks) == events
 
 
 def test_incompressible_events_round_trip_under_the_limit() -> None:
@@ -143,7 +133,7 @@ def test_incompressible_events_round_trip_under_the_limit() -> None:
     chunks = chunk_events(events, chunk_max_bytes=50_000)
     assert len(chunks) > 5
     assert all(len(c.data) <= 50_000 for c in chunks)
-    assert _decoded(chunks) == events
+    assert unpacked_events(chunks) == events
 
 
 def test_compressible_events_round_trip_under_the_limit() -> None:
@@ -154,7 +144,7 @@ def test_compressible_events_round_trip_under_the_limit() -> None:
     assert all(len(c.data) <= 20_000 for c in chunks)
     # the estimate should fill chunks reasonably, not cut one event per chunk
     assert len(chunks) < 4 * sum(len(c.data) for c in chunks) / 20_000 + 2
-    assert _decoded(chunks) == events
+    assert unpacked_events(chunks) == events
 
 
 def test_event_too_large() -> None:
@@ -214,7 +204,7 @@ def test_chunk_documents_round_trips_under_the_limit(ratio: float | None, limit:
         itertools.pairwise([0, *(c.stop for c in chunks)])
     )
     assert chunks[-1].stop == len(events)
-    assert _decoded(chunks) == events
+    assert unpacked_events(chunks) == events
     if limit == 500_000 and ratio is None:
         assert len(chunks) == 1
     # a wrong ratio costs re-splits, never an oversized chunk; a right one fills chunks
@@ -233,7 +223,7 @@ def test_chunk_documents_drops_bad_documents_with_their_index() -> None:
     chunks = chunk_documents(docs, chunk_max_bytes=5_000, on_bad=lambda i, e: seen.append(i))
     assert sorted(seen) == [1, 50, 199]
     kept = [e for i, e in enumerate(events) if i not in (1, 50, 199)]
-    assert _decoded(chunks) == kept
+    assert unpacked_events(chunks) == kept
     assert chunks[-1].stop == len(kept)
     with pytest.raises(SerealError) as info:
         chunk_documents(docs[2:], chunk_max_bytes=5_000)
@@ -261,7 +251,7 @@ def test_chunk_documents_without_the_compiled_join(monkeypatch: pytest.MonkeyPat
     seen: list[int] = []
     chunks = chunk_documents(docs, chunk_max_bytes=5_000, on_bad=lambda i, e: seen.append(i))
     assert seen == [7]
-    assert _decoded(chunks) == events[:7] + events[8:]
+    assert unpacked_events(chunks) == events[:7] + events[8:]
     with pytest.raises(SerealError) as info:
         chunk_documents(docs)
     assert getattr(info.value, "index", None) == 7
@@ -271,8 +261,8 @@ def test_chunk_bodies_stay_under_the_body_limit() -> None:
     # Near-identical events compress a thousandfold: the stored limit alone would let
     # one 500 KB chunk hold gigabytes of body, which readers refuse (DecodeLimits).
     from eventstore.blob import DecodeLimits
-    from eventstore.sereal.document import body_size
     from relocator.events import generate_events
+    from sereal_codec.document import body_size
 
     event = generate_events(1, 3)[0]
     events = [dict(event, id=i % 3) for i in range(100_000)]

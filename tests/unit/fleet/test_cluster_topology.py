@@ -141,7 +141,7 @@ def test_the_project_image_copies_every_package_the_runtime_imports() -> None:
     text = (root / "deploy/images/project.Dockerfile").read_text()
     copied = {line.split()[1] for line in text.splitlines() if line.startswith("COPY ")}
     runtime = {"eventstore", "devnode", "relocator", "companion", "substreams", "consumer_lib"}
-    runtime |= {"fleet"}
+    runtime |= {"fleet", "sereal_codec"}
     assert runtime <= copied, sorted(runtime - copied)
     assert runtime <= set(images.PROJECT_INPUTS)
     # ... and the build context lets it through (.dockerignore ignores everything else).

@@ -13,9 +13,8 @@ import random
 import pytest
 import zstandard
 
-from eventstore import sereal
+import sereal_codec as sereal
 from eventstore.blob import unpack_blob
-from eventstore.sereal import compression
 from relocator.aggregator import Group
 from relocator.metrics import Metrics
 from relocator.rejects import Rejections
@@ -33,6 +32,7 @@ from relocator.wire import (
     event_verdicts,
     scan_stream,
 )
+from sereal_codec import compression
 
 CAP = 10_000
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from eventstore import sereal
+import sereal_codec as sereal
 from relocator.journal import Gap, Journal, Record, scan_records, segment_of
 from relocator.metrics import Metrics
 from relocator.wire import LENGTH, encode_frame, parse_frame

@@ -144,7 +144,7 @@ def _received(docs: list[bytes]) -> Received:
 
 def _events(doc_count: int, tag: int) -> list[bytes]:
     # uncompressed Sereal hashes of one key: valid events for intake's screen
-    from eventstore import sereal
+    import sereal_codec as sereal
 
     return [sereal.encode({"i": tag * 1000 + i}) for i in range(doc_count)]
 

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from eventstore import sereal
+import sereal_codec as sereal
 from relocator.errors import MalformedFrame
 from relocator.wire import (
     LENGTH,
@@ -170,7 +170,7 @@ def test_frame_positions_add_the_base_to_every_offset() -> None:
 
 @needs_c
 def test_compiled_frame_positions_refuses_a_partial_array() -> None:
-    from eventstore.sereal._sereal import frame_positions as compiled
+    from relocator._frames import frame_positions as compiled
 
     with pytest.raises(ValueError, match="not a uint32 array"):
         compiled(b"\x00" * 6, 0)

@@ -6,13 +6,13 @@ import random
 
 import pytest
 
-from eventstore import sereal
+import sereal_codec as sereal
 from eventstore.blob import unpack_blob
-from eventstore.sereal import compression, tags
 from relocator.aggregator import Group
 from relocator.errors import BadSpoolFile
 from relocator.metrics import Metrics
 from relocator.sealer import Sealer
+from sereal_codec import compression, tags
 
 
 def sealer(limit: int = 20_000, writer: int = 7) -> tuple[Sealer, Metrics]:

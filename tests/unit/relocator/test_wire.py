@@ -2,8 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from eventstore import sereal
-from eventstore.sereal import compression, tags
+import sereal_codec as sereal
 from relocator.errors import MalformedFrame
 from relocator.wire import (
     EV_COMPRESSED,
@@ -16,6 +15,7 @@ from relocator.wire import (
     parse_frame,
     split_stream,
 )
+from sereal_codec import compression, tags
 
 
 def test_frame_round_trip() -> None:

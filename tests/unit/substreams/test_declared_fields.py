@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from eventstore.blob import pack_blob, unpack_blob
-from eventstore.sereal.projection import project_events
+from sereal_codec.projection import project_events
 from substreams import count_by, declaration_of, dig, pick, substream, where
 from substreams.api import Substream
 from substreams.child import Loaded, declared_for

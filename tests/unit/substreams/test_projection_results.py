@@ -5,8 +5,8 @@ what they return on fully decoded ones, over the shared event generator's chunks
 "Projected" is what the companion, the consumer's fallback and ``substream test`` give
 a plugin: the chunk decoded with the declared fields (``unpack_blob(fields=...)``: the
 decoder builds only those) when the decoder takes them, else decoded whole and narrowed
-by :func:`~eventstore.sereal.projection.project_events`; both follow the rule of
-``eventstore/sereal/projection.py``. Also: a chunk decoded with the union of several
+by :func:`~sereal_codec.projection.project_events`; both follow the rule of
+``sereal_codec/projection.py``. Also: a chunk decoded with the union of several
 plugins' fields, then narrowed per plugin, gives each the same; a declaration naming
 no field list, or an empty part, is refused naming the plugin; ``substream test``'s
 report names the fields."""
@@ -21,11 +21,11 @@ from typing import Any
 
 import pytest
 
-from eventstore import sereal
+import sereal_codec as sereal
 from eventstore.blob import pack_blob, unpack_blob
 from eventstore.names import ChunkKey
-from eventstore.sereal.projection import compile_fields, project_events
 from relocator.events import generate_events
+from sereal_codec.projection import compile_fields, project_events
 from substreams import Context, count_by, declaration_of, dig, substream
 from substreams.api import Substream
 from substreams.errors import InvalidDeclaration, PluginLoadError

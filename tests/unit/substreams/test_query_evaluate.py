@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from eventstore.sereal.types import PerlObject, PerlRef
+from sereal_codec.types import PerlObject, PerlRef
 from substreams.errors import InvalidDeclaration
 from substreams.query import evaluate, merge_partials, query
 from substreams.query.parse import parse_query

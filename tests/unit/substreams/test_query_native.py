@@ -13,12 +13,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from eventstore import sereal
-from eventstore.sereal import compression
-from eventstore.sereal.document import read_layout
-from eventstore.sereal.errors import SerealDecodeError
-from eventstore.sereal.types import PerlObject, PerlRef
+import sereal_codec as sereal
 from relocator.events import generate_events
+from sereal_codec import compression
+from sereal_codec.document import read_layout
+from sereal_codec.errors import SerealDecodeError
+from sereal_codec.types import PerlObject, PerlRef
 from substreams.examples.event_counts_q import event_counts_q
 from substreams.examples.url_latency_q import url_latency_q
 from substreams.examples.web_5xx_q import web_5xx_q
@@ -41,7 +41,7 @@ from substreams.query.plan import (
     TypeOf,
 )
 from tests.contract.test_queries_match_functions import events as example_events
-from tests.unit.sereal.sereal_strategies import values as any_values
+from tests.unit.sereal_codec.sereal_strategies import values as any_values
 
 pytestmark = [
     pytest.mark.unit,
@@ -321,7 +321,7 @@ def test_a_plan_the_program_cannot_say_is_the_references() -> None:
 
 
 def test_the_program_is_data_checked_before_use() -> None:
-    from eventstore.sereal import _sereal
+    from sereal_codec import _sereal
 
     query_evaluate = _sereal.query_evaluate
 

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import os
 import shutil
-import sys
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
+
+from consumer_lib.spark.testing import TEST_CONFIG, local_session
 
 # The spark extra is part of the test setup (make test installs it): a missing pyspark,
 # pyarrow or JVM is a broken setup and fails, rather than skipping the Spark tests.
@@ -24,20 +25,7 @@ except ImportError as exc:  # pragma: no cover - a broken setup
 def spark() -> Iterator[Any]:
     if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
         pytest.fail("no Java: Spark needs a JVM (make test installs default-jre-headless)")
-    from pyspark.sql import SparkSession
-
-    # Executors import consumer_lib.spark: they must run the interpreter it is in.
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
-    session = (
-        SparkSession.builder.master("local[2]")
-        .appName("riak-events-tests")
-        .config("spark.ui.enabled", "false")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.driver.memory", "1g")
-        .getOrCreate()
-    )
-    session.sparkContext.setLogLevel("ERROR")
+    session = local_session("riak-events-tests", TEST_CONFIG)
     yield session
     session.stop()
 

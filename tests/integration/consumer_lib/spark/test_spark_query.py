@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from eventstore import sereal
+import sereal_codec as sereal
 from eventstore.blob import verify_postfix
 from eventstore.chunking import chunk_events
 from eventstore.names import ChunkKey

@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
+import sereal_codec as sereal
 from devnode.testing import DevnodeProcess
-from eventstore import sereal
 from eventstore.blob import verify_postfix
 from eventstore.names import ChunkKey, MetadataKey, format_metadata, parse_metadata
 from eventstore.riak import RiakClient

@@ -1,0 +1,61 @@
+"""Helpers shared by the Sereal tests: hand-built documents, and the parts of a join
+with the pure decoder as their oracle (the join unit tests and tests/interop's Perl
+documents)."""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from sereal_codec import tags
+from sereal_codec.document import DEFAULT_MAX_DEPTH, open_document
+from sereal_codec.errors import InvalidStructure
+from sereal_codec.pure import backend as pure
+from tests.unit.sereal_codec.sereal_strategies import same_value
+
+core: Any  # the compiled module, or None when not built
+try:
+    core = importlib.import_module("sereal_codec._sereal")
+except ImportError:
+    core = None
+
+V4 = b"=\xf3rl\x04\x00"  # protocol 4, raw, no suffix: the body starts at offset 6
+BODY = len(V4)
+
+
+def doc(body_hex: str, header: bytes = V4) -> bytes:
+    """A document: ``header`` followed by a body written as spaced hex."""
+    return header + bytes.fromhex(body_hex)
+
+
+def body_of(document: bytes) -> str:
+    """The body of a raw protocol 3-5 document without suffix, as spaced hex."""
+    assert document[:4] == b"=\xf3rl", document[:6]
+    assert document[4] >> 4 == 0 and document[5] == 0, document[:6]
+    return document[6:].hex(" ")
+
+
+Part = tuple[bytes | bytearray | memoryview, int, int, int]
+
+
+def part_of(doc: bytes) -> Part:
+    buf, pos, base = open_document(doc)
+    return buf, pos, len(buf), base
+
+
+def pure_decode(part: Part, max_depth: int = DEFAULT_MAX_DEPTH) -> Any:
+    """The oracle: the pure decoder on one body, trailing PADs only."""
+    data, pos, end, base = part
+    value, stop = pure.decode_body(bytes(data), pos, end, base, tags.BINARY_UTF8, max_depth)
+    if not all(b & 0x7F == tags.PAD for b in data[stop:end]):
+        raise InvalidStructure("trailing bytes after the body", stop)
+    return value
+
+
+def joined(parts: list[Part]) -> Any:
+    body = core.join_bodies(parts)
+    value = pure_decode((body, 0, len(body), -1))
+    compiled, stop = core.decode_body(body, 0, len(body), -1, tags.BINARY_UTF8, 512)
+    assert stop == len(body)
+    assert same_value(compiled, value)
+    return value
