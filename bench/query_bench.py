@@ -96,7 +96,7 @@ def ways(doc: bytes, plans: list[Plan]) -> dict[str, Callable[[], Any]]:
     runs = [compile_plan(p) for p in plans]
     fields = sorted({f for p in plans for f in p.fields})
     layout = read_layout(doc)
-    buf, pos, base = compression.open_body(
+    buf, pos, base = compression.unframe_body(
         doc, layout.protocol, layout.doc_type, layout.body_offset, 1 << 30
     )
     return {

@@ -14,7 +14,8 @@ from __future__ import annotations
 import importlib
 from typing import cast
 
-from sereal_codec.document import BodyCodec, Codec, Header
+from sereal_codec.codec import Codec
+from sereal_codec.document import BodyCodec, Header
 from sereal_codec.errors import (
     BadBackReference,
     BadHeader,

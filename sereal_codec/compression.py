@@ -3,7 +3,7 @@ Snappy (raw block format), zlib and zstd.
 
 This module is the one Python place that knows a document type's framing: its name,
 the ``compress=`` option that writes it (:data:`DOC_TYPES`), how its body is opened
-(:func:`open_body`), what size it claims (:func:`claimed_body_size`) and how it is
+(:func:`unframe_body`), what size it claims (:func:`claimed_body_size`) and how it is
 written (:func:`frame_body`). Its number and first protocol are ``tags.py``'s (held to
 the C core's ``tags.h``); ``tests/unit/sereal_codec/test_document_types.py`` fails when a
 type ``tags.py`` names is not handled through every path.
@@ -42,11 +42,11 @@ __all__ = [
     "claimed_body_size",
     "compress_body",
     "frame_body",
-    "open_body",
     "read_varint",
     "screen_claim",
     "snappy_compress",
     "snappy_decompress",
+    "unframe_body",
     "varint_bytes",
     "zlib_compress",
     "zlib_decompress",
@@ -119,7 +119,7 @@ def varint_bytes(value: int) -> bytes:
     return bytes(out)
 
 
-def open_body(
+def unframe_body(
     data: bytes, protocol: int, doc_type: int, start: int, max_size: int
 ) -> tuple[bytes, int, int]:
     """Locate (and if need be decompress) the body of a document.
@@ -172,11 +172,11 @@ def claimed_body_size(data: bytes, protocol: int, doc_type: int, start: int) -> 
     claims it, without decompressing anything (the decompressors of this module then
     hold the body to exactly that size).
 
-    A reader bounding what a document may cost checks this before :func:`open_body`
+    A reader bounding what a document may cost checks this before :func:`unframe_body`
     (``eventstore.blob.DecodeLimits``), and can then pass its cap as ``max_size``.
 
     Args:
-        data: the whole document; protocol, doc_type, start: as for :func:`open_body`.
+        data: the whole document; protocol, doc_type, start: as for :func:`unframe_body`.
 
     Returns:
         Bytes: a raw body's own length; Snappy: the block's preamble; zlib: the declared
@@ -217,7 +217,7 @@ def screen_claim(data: bytes, doc_type: int, pos: int) -> int:
         The claim in bytes (Snappy: the block's preamble, after a length for
         SNAPPY_INCR; zlib: the uncompressed length; zstd: the frame's content size);
         -1 when the body records none (a zstd frame without a content size, which
-        :func:`open_body` refuses); -2 when it is cut short or unreadable, or the type
+        :func:`unframe_body` refuses); -2 when it is cut short or unreadable, or the type
         is unknown.
     """
     n = len(data)

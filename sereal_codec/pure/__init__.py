@@ -6,7 +6,8 @@ and wherever the compiled core is not built.
 
 from __future__ import annotations
 
-from sereal_codec.document import BodyCodec, Codec, Header
+from sereal_codec.codec import Codec
+from sereal_codec.document import BodyCodec, Header
 from sereal_codec.pure.encoder import encode_body
 from sereal_codec.pure.json import array_to_json_lines, array_to_json_packed
 from sereal_codec.pure.project import decode_body

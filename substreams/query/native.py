@@ -322,7 +322,7 @@ def evaluate_document(
         raise ValueError(f"binary must be utf8, latin1 or bytes, got {binary!r}")
     results: list[Rows | None] = [None] * len(program.plans)
     layout = read_layout(data)
-    buf, pos, base = compression.open_body(
+    buf, pos, base = compression.unframe_body(
         data, layout.protocol, layout.doc_type, layout.body_offset, max_decompressed_size
     )
     budget = -1 if max_objects is None else max_objects

@@ -137,7 +137,7 @@ def _walk(
         document = bytes(verify_postfix(blob, key))
         cap = limits.check(document, len(blob), key)
         layout = read_layout(document)
-        buf, pos, base = compression.open_body(
+        buf, pos, base = compression.unframe_body(
             document, layout.protocol, layout.doc_type, layout.body_offset, cap
         )
     except EventStoreError:

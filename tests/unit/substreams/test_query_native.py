@@ -68,7 +68,7 @@ def same(a: Any, b: Any) -> bool:
 def opened(doc: bytes) -> tuple[bytes, int, int, int]:
     """A document's body as ``decode_body`` takes it: buffer, pos, end, base."""
     layout = read_layout(doc)
-    buf, pos, base = compression.open_body(
+    buf, pos, base = compression.unframe_body(
         doc, layout.protocol, layout.doc_type, layout.body_offset, 1 << 30
     )
     return buf, pos, len(buf), base
