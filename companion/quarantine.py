@@ -18,7 +18,7 @@ Policy, per worker and per substream version::
                   worker's failure since the last ok run anywhere; one stat)
     a run of sub ends ok -> ok_in_a_row += 1;  fails -> ok_in_a_row = 0, needed = rejoin_after
 
-What the engine does with each matching substream of a chunk:
+What the chunk pipeline does with each matching substream of a chunk:
 
 - trusted: in the chunk thread's shared child, with the others, as before;
 - not trusted: handed to its **lane** here: a FIFO of at most ``depth`` chunks, served
@@ -50,8 +50,14 @@ the chunk's blob with the substream's own fields); a lane holds a chunk's blob (
 decoded events in ``substream`` isolation) while it waits (at most ``depth + 1`` chunks
 per failing substream and worker; the lanes mostly hold the same few recent chunks).
 
-Failure semantics: :meth:`Quarantine.submit` never blocks and never raises. Every item
-it accepts is passed to ``run`` exactly once (from the lane's thread), unless the engine
+Module layout: :class:`Trust` is the policy (pure, in memory, told of every run by
+``failures.py``); :class:`Lanes` are the threads; :func:`hand_off` sorts one chunk's
+substreams between the shared child and the lanes and returns what it did, as a value
+(:class:`HandOff`): the pipeline (``pipeline.py``) stores and tells the refusals.
+What a lane's thread runs is ``apart.py``'s :class:`~companion.apart.LaneRunner`.
+
+Failure semantics: :meth:`Lanes.submit` never blocks and never raises. Every item it
+accepts is passed to ``run`` exactly once (from the lane's thread), unless the engine
 stops first: items still waiting are then dropped and logged (the auditor, or the
 consumer's fallback, covers them). An exception from ``run`` is logged; the lane goes on.
 """
@@ -62,7 +68,7 @@ import collections
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -72,7 +78,7 @@ from substreams.sandbox import Loader
 
 log = logging.getLogger(__name__)
 
-__all__ = ["LaneItem", "Quarantine", "Refusal"]
+__all__ = ["HandOff", "LaneItem", "Lanes", "Refusal", "Trust", "hand_off"]
 
 #: Why a lane did not take an item: it holds ``depth`` waiting chunks already, or no
 #: thread could be started for it.
@@ -82,6 +88,9 @@ Refusal = Literal["full", "no thread"]
 @dataclass
 class LaneItem:
     """One quarantined substream's run on one chunk, waiting for its lane.
+
+    Mutable in one field only: the lane empties ``source`` once the item is run, so the
+    chunk's blob or events are freed while the chunk thread still holds the item.
 
     Attributes:
         sub: the substream (the version matched when the chunk was processed).
@@ -103,45 +112,20 @@ class LaneItem:
     done: threading.Event = field(default_factory=threading.Event)
 
 
-@dataclass
-class _Lane:
-    wakeup: threading.Condition  # on the quarantine's lock
-    waiting: collections.deque[LaneItem] = field(default_factory=collections.deque)
-    thread: threading.Thread | None = None
-
-
-class Quarantine:
-    """Which substreams run apart in this worker, and their lanes.
+class Trust:
+    """Which substreams may run in this worker's shared child (module docstring).
 
     Args:
-        run: runs one item and stores its result (called on the lane's thread).
         failing: whether a substream (by name) failed since its last ok run on the node.
-        depth: chunks that may wait per lane.
         rejoin_after: ok runs in a row that bring back a substream that failed here.
-        idle_s: a lane's thread ends after this long without work (not at once: a
-            thread made and ended per chunk would cost more, and the count of the
-            worker's threads would come and go).
     """
 
-    def __init__(
-        self,
-        *,
-        run: Callable[[LaneItem], None],
-        failing: Callable[[str], bool],
-        depth: int,
-        rejoin_after: int,
-        idle_s: float = 60.0,
-    ) -> None:
-        self._run = run
+    def __init__(self, *, failing: Callable[[str], bool], rejoin_after: int) -> None:
         self._failing = failing
-        self._depth = depth
-        self._idle_s = idle_s
         self._rejoin_after = rejoin_after
         self._lock = threading.Lock()
         self._ok_in_a_row: dict[tuple[str, str], int] = {}
         self._needed: dict[tuple[str, str], int] = {}
-        self._lanes: dict[tuple[str, str], _Lane] = {}
-        self._stopping = False
 
     def trusted(self, sub: Substream) -> bool:
         """Whether ``sub`` may run in the shared child."""
@@ -165,6 +149,36 @@ class Quarantine:
             else:
                 self._ok_in_a_row[version] = 0
                 self._needed[version] = self._rejoin_after
+
+
+@dataclass
+class _Lane:
+    wakeup: threading.Condition  # on the lanes' lock
+    waiting: collections.deque[LaneItem] = field(default_factory=collections.deque)
+    thread: threading.Thread | None = None
+
+
+class Lanes:
+    """The lanes of this worker: one FIFO and thread per quarantined substream version.
+
+    Args:
+        run: runs one item and stores its result (called on the lane's thread;
+            ``apart.LaneRunner.run``).
+        depth: chunks that may wait per lane.
+        idle_s: a lane's thread ends after this long without work (not at once: a
+            thread made and ended per chunk would cost more, and the count of the
+            worker's threads would come and go).
+    """
+
+    def __init__(
+        self, *, run: Callable[[LaneItem], None], depth: int, idle_s: float = 60.0
+    ) -> None:
+        self._run = run
+        self._depth = depth
+        self._idle_s = idle_s
+        self._lock = threading.Lock()
+        self._lanes: dict[tuple[str, str], _Lane] = {}
+        self._stopping = False
 
     def submit(self, item: LaneItem) -> Refusal | None:
         """Hand ``item`` to its substream's lane without blocking.
@@ -251,3 +265,65 @@ class Quarantine:
         for thread in threads:
             thread.join(max(0.0, deadline - time.monotonic()))
         return dropped
+
+
+@dataclass(frozen=True)
+class HandOff:
+    """Where :func:`hand_off` sent one chunk's substreams.
+
+    Attributes:
+        here: to run in the shared child (trusted, or their lane could not start a
+            thread: run with the others, as before the quarantine).
+        handed: names taken by their lanes (each lane stores its result).
+        waits: the lane items of the substreams new here: waited for, for a while.
+        refused: (substream, reason) of each one whose lane is full: its result is
+            ``shed`` with that reason.
+    """
+
+    here: tuple[Substream, ...]
+    handed: tuple[str, ...] = ()
+    waits: tuple[LaneItem, ...] = ()
+    refused: tuple[tuple[Substream, str], ...] = ()
+
+
+def hand_off(
+    trust: Trust,
+    lanes: Lanes,
+    key: ChunkKey,
+    subs: Sequence[Substream],
+    source: list[Event] | Loader,
+    *,
+    deadline: float,
+    audit: bool,
+) -> HandOff:
+    """Give each of ``subs`` that ``trust`` does not trust to its lane; never blocks.
+
+    Args:
+        key, source: the chunk and its events (see :class:`LaneItem`).
+        deadline: a lane's run must start before this (clock time).
+        audit: the auditor sent the chunk.
+    """
+    here: list[Substream] = []
+    handed: list[str] = []
+    waits: list[LaneItem] = []
+    refused: list[tuple[Substream, str]] = []
+    for sub in subs:
+        if trust.trusted(sub):
+            here.append(sub)
+            continue
+        item = LaneItem(sub, key, source, deadline, audit)
+        new = not trust.failed(sub)
+        verdict = lanes.submit(item)
+        if verdict is None:
+            handed.append(sub.name)  # the lane stores it
+            if new:
+                waits.append(item)
+        elif verdict == "no thread":
+            here.append(sub)  # out of threads: run it with the others, as before
+        else:
+            reason = (
+                f"quarantined: {sub.name} runs apart, one chunk at a time, since it is "
+                "new here or failed recently; its queue of chunks is full"
+            )
+            refused.append((sub, reason))
+    return HandOff(tuple(here), tuple(handed), tuple(waits), tuple(refused))

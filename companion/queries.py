@@ -1,18 +1,18 @@
 """A chunk's query plugins, run natively in the worker: beside its Python plugins'
 child, never in it (issue 23 item 3).
 
-    queries, functions = split_queries(subs)     # _prepare: only functions go on
-    ...                                          # the shared runs (chunkrun.run_shared)
-    run_native(chunk, settings)                  # then one walk for all the queries
+    queries, functions = split_queries(subs)     # before the lanes: only functions go
+    ...                                          # on (chunkrun.run_shared)
+    outcomes = run_native(queries, blob, key, settings)   # then one walk for all
 
 A query plugin (``Substream.plan`` set) is data: paths, literals and a closed set of
 operators. It cannot run code, crash, loop or allocate beyond its rows, so it needs no
 child, no sandbox and no quarantine lane: :func:`substreams.query.run.run_queries`
 evaluates every query of a chunk in one walk of its fetched blob, in the chunk thread,
 and gives each the :class:`~substreams.sandbox.Outcome` its child run would give (so
-``stored_value`` is byte for byte the child's record). Those outcomes are appended to
-the chunk's own (``chunk.subs``, ``chunk.outcomes``), so the worker stores, signals
-and counts them exactly as the runs of the child: one writer, one ``run_finished``
+``stored_value`` is byte for byte the child's record). Those outcomes follow the shared
+run's (``chunkrun.settle``), so the worker stores, signals and counts them exactly as
+the runs of the child: one writer, one ``run_finished``
 per run, consecutive failures node-wide (a ``too_large`` counts as any plugin's).
 A chunk whose plugins are all queries forks nothing.
 
@@ -27,8 +27,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from companion.chunkrun import Chunk
 from companion.settings import CompanionSettings
+from eventstore.names import ChunkKey
 from substreams.api import Substream
 from substreams.forkserver_process import UndecodableChunk
 from substreams.query.run import is_query, run_queries
@@ -42,22 +42,14 @@ def split_queries(subs: Sequence[Substream]) -> tuple[list[Substream], list[Subs
     return [s for s in subs if is_query(s)], [s for s in subs if not is_query(s)]
 
 
-def run_native(chunk: Chunk, settings: CompanionSettings) -> None:
-    """Run ``chunk.queries`` on ``chunk.blob`` here, in one walk, and append them and
-    their outcomes to ``chunk.subs`` and ``chunk.outcomes`` (after the shared runs, whose
-    outcomes and causes keep their indexes). Stage ``queries``: the walk's wall time;
-    its CPU beyond the plugins' own (``Outcome.cpu_s``, counted as ``plugins``)."""
-    if not chunk.queries:
-        return
-    jobs = [(s, Limits.of(s, settings.cap)) for s in chunk.queries]
-    chunk.laps.mark()
+def run_native(
+    queries: Sequence[Substream], blob: bytes, key: ChunkKey, settings: CompanionSettings
+) -> list[Outcome]:
+    """Run ``queries`` on the chunk's ``blob`` here, in one walk: an outcome each, in
+    order (their ``cpu_s`` is the walk's CPU, shared evenly). The caller times it as
+    the stage ``queries``, less the plugins' own CPU (counted as ``plugins``)."""
+    jobs = [(s, Limits.of(s, settings.cap)) for s in queries]
     try:
-        outcomes = run_queries(jobs, chunk.blob, chunk.key.format(), settings.decode_limits)
+        return run_queries(jobs, blob, key.format(), settings.decode_limits)
     except UndecodableChunk as e:  # the chunk's fault, not the plugins': as the child's
-        outcomes = [Outcome(s.name, "unreadable", error=str(e)) for s in chunk.queries]
-    # The walk's CPU is the plugins' own (summed as "plugins" by the worker): not twice.
-    chunk.laps.lap("queries", extra_cpu_s=-sum(o.cpu_s for o in outcomes))
-    chunk.laps.cpu["queries"] = max(0.0, chunk.laps.cpu["queries"])
-    chunk.subs = chunk.subs + chunk.queries
-    chunk.outcomes = list(chunk.outcomes) + list(outcomes)
-    chunk.queries = []
+        return [Outcome(s.name, "unreadable", error=str(e)) for s in queries]

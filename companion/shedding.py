@@ -19,8 +19,8 @@ from __future__ import annotations
 import contextlib
 import logging
 import queue
-from collections.abc import Callable, Sequence
 
+from companion.candidates import Candidates
 from companion.disabled import DisabledSet
 from companion.signals import EngineSignals
 from companion.writer import ResultWriter, Write
@@ -51,8 +51,9 @@ class Shedder:
 
     Args:
         capacity: shed chunks that may wait to be marked.
-        candidates: every loaded substream matching a chunk, disabled or not.
-        missing: of those, the ones without a stored result (for the auditor's chunks).
+        candidates: a chunk's substreams (every loaded one matching it, disabled or
+            not; for the auditor's chunks, those without a stored result), as the chunk
+            threads see them.
         disabled: the node's disabled substreams.
         writer: stores the results.
         signals: ``chunk_shed`` is sent for each chunk.
@@ -62,15 +63,13 @@ class Shedder:
         self,
         *,
         capacity: int,
-        candidates: Callable[[ChunkKey], list[Substream]],
-        missing: Callable[[ChunkKey, Sequence[Substream]], list[Substream]],
+        candidates: Candidates,
         disabled: DisabledSet,
         writer: ResultWriter,
         signals: EngineSignals,
     ) -> None:
         self._queue: queue.Queue[tuple[ChunkKey, str, bool] | None] = queue.Queue(capacity)
         self._candidates = candidates
-        self._missing = missing
         self._disabled = disabled
         self._writer = writer
         self._signals = signals
@@ -102,9 +101,7 @@ class Shedder:
     def _mark(self, key: ChunkKey, reason: str, *, audit: bool) -> None:
         """Store ``shed`` for each matching substream (``error: disabled`` for the
         disabled ones, as when processed; only the missing ones for the auditor's)."""
-        candidates = self._candidates(key)
-        if audit:
-            candidates = self._missing(key, candidates)
+        candidates = self._candidates.of(key, audit=audit)
         writes: list[Write] = []
         shed: list[str] = []
         for sub in candidates:

@@ -7,7 +7,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from companion.quarantine import LaneItem, Quarantine
+from companion.quarantine import LaneItem, Lanes, Trust
 from eventstore.names import ChunkKey
 from substreams.api import Substream
 
@@ -20,15 +20,16 @@ def item(s: Substream, chunk: int = 0) -> LaneItem:
     return LaneItem(s, ChunkKey(1, "dc", "t", "", chunk), [{"i": chunk}], deadline=0.0)
 
 
-def quarantine(
-    run: Callable[[LaneItem], None] = lambda item: None,
-    failing: Callable[[str], bool] = lambda name: False,
-) -> Quarantine:
-    return Quarantine(run=run, failing=failing, depth=2, rejoin_after=3)
+def trust(failing: Callable[[str], bool] = lambda name: False) -> Trust:
+    return Trust(failing=failing, rejoin_after=3)
+
+
+def lanes(run: Callable[[LaneItem], None] = lambda item: None) -> Lanes:
+    return Lanes(run=run, depth=2)
 
 
 def test_a_new_substream_is_trusted_after_its_first_ok_run_and_a_new_version_is_not() -> None:
-    q = quarantine()
+    q = trust()
     good = sub("good")
     assert not q.trusted(good)
     q.note(good, ok=True)
@@ -37,7 +38,7 @@ def test_a_new_substream_is_trusted_after_its_first_ok_run_and_a_new_version_is_
 
 
 def test_after_a_failure_it_needs_ok_runs_in_a_row_to_rejoin() -> None:
-    q = quarantine()
+    q = trust()
     flaky = sub("flaky")
     q.note(flaky, ok=True)
     q.note(flaky, ok=False)
@@ -54,7 +55,7 @@ def test_after_a_failure_it_needs_ok_runs_in_a_row_to_rejoin() -> None:
 
 def test_a_failure_in_another_worker_quarantines_it_here() -> None:
     failing: set[str] = set()
-    q = quarantine(failing=failing.__contains__)
+    q = trust(failing=failing.__contains__)
     good = sub("good")
     q.note(good, ok=True)
     failing.add("good")
@@ -79,7 +80,7 @@ def test_a_lane_runs_one_item_at_a_time_in_order_and_refuses_when_full() -> None
         ran.append((it.sub.name, it.key.chunk))
         active[it.sub.name] -= 1
 
-    q = quarantine(run=run, failing={"bad"}.__contains__)
+    q = lanes(run=run)
     bad = sub("bad")  # failed: depth 2
     assert q.submit(item(bad, 0)) is None
     assert started.acquire(timeout=5)
@@ -110,7 +111,7 @@ def test_stop_drops_what_waits_and_the_run_in_progress_ends() -> None:
         release.wait(5)
         ran.append(it.key.chunk)
 
-    q = quarantine(run=run)
+    q = lanes(run=run)
     s = sub("slow")
     assert q.submit(item(s, 0)) is None
     assert started.wait(5)
@@ -132,7 +133,7 @@ def test_a_lane_frees_the_events_it_held_and_survives_a_failing_run() -> None:
             raise RuntimeError("a bug in the run")
         done.set()
 
-    q = quarantine(run=run)
+    q = lanes(run=run)
     s = sub("s")
     assert q.submit(item(s, 0)) is None
     assert q.submit(item(s, 1)) is None
@@ -144,13 +145,7 @@ def test_a_lane_frees_the_events_it_held_and_survives_a_failing_run() -> None:
 
 def test_a_lane_thread_waits_for_work_a_while_then_ends() -> None:
     threads: list[threading.Thread] = []
-    q = Quarantine(
-        run=lambda it: threads.append(threading.current_thread()),
-        failing=lambda name: False,
-        depth=2,
-        rejoin_after=3,
-        idle_s=0.3,
-    )
+    q = Lanes(run=lambda it: threads.append(threading.current_thread()), depth=2, idle_s=0.3)
     s = sub("s")
     first = item(s, 0)
     assert q.submit(first) is None
