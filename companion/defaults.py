@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Final
 
+from substreams import defaults as platform
+
 #: Where the companion serves. Loopback by default (safe on a dev machine); in a cluster the
 #: hook on whichever node coordinated a write posts here, so listen on the node's address
 #: and list the Riak nodes as peers. Port 5000 is the Erlang hook's default too.
@@ -72,10 +74,12 @@ STATUS_PEERS = ("127.0.0.1", "::1")
 #: Consecutive failed runs (error, timeout, killed) after which a substream is disabled
 #: on this node until a new version arrives or an operator re-enables it.
 DISABLE_AFTER = 5
-#: Platform caps on every plugin's declared limits.
-TIMEOUT_CAP_S = 5.0
-MEMORY_CAP_MB = 1024
-MAX_RESULT_BYTES_CAP = 1024 * 1024
+#: Platform caps on every plugin's declared limits: the platform's defaults, defined once
+#: in substreams (``substreams.defaults.CAP_*``, ``substreams.protocol.DEFAULT_CAP``), so
+#: the consumer's fallback, the backfill and ``substream test`` give the same limits.
+TIMEOUT_CAP_S = platform.CAP_TIMEOUT_S
+MEMORY_CAP_MB = platform.CAP_MEMORY_MB
+MAX_RESULT_BYTES_CAP = platform.CAP_MAX_RESULT_BYTES
 #: What one chunk may decode to (its decompressed body), at most this many bytes and at
 #: most this many times its stored size, but always 16 MiB (eventstore.blob.DecodeLimits:
 #: our writers keep chunk bodies under 8 MiB; realistic 500 KB chunks hold ~1.3 MB).

@@ -8,8 +8,11 @@ the walk does not take the chunk: :mod:`substreams.query.run`), without the fork
 server or a child, and gives the record the child would have packed. A function
 plugin runs in the sandbox, two ways: :func:`run_served` (the default of
 ``EventsClient`` and the Spark source) hands the chunk's verified stored bytes to the
-client's fork server (:mod:`consumer_lib.forkserver`), a small process that forks the
-per-chunk child, which decodes the chunk and runs the plugins; :func:`run_fallback`
+client's fork server (:mod:`consumer_lib.forkserver`: the one fork-server client,
+:class:`substreams.forkserver.ForkServer`, sending the companion's own ``"chunk"``
+request), a small process that forks the per-chunk child, which decodes the chunk as
+the companion's child does (:func:`substreams.run.decode_chunk`) and runs the plugins;
+:func:`run_fallback`
 forks the child from the caller after the caller decoded the chunk (a plugin the server
 cannot load itself; a caller without a server). What follows holds for both; forking
 from the caller is what costs more the larger the caller is.
@@ -19,17 +22,16 @@ The consumer library, the Spark substream source (through
 code in their own process: :func:`run_fallback` hands the decoded chunk to
 :func:`substreams.sandbox.run_substreams`, the very function the companion calls. Each
 plugin sees the events narrowed to the fields it declares (``@substream(fields=...)``;
-:func:`substreams.harness.run_projected` here, the server's child in
-:mod:`substreams.forkserver_process`), as in the companion and in ``substream test``,
-so a result is the same wherever it is computed, and a plugin reading a field it did not
-declare fails the same way everywhere. One
-forked child per chunk runs every plugin asked for, in turn; each run has the plugin's
-declared limits, lowered to the companion's default caps
-(:data:`substreams.harness.DEFAULT_CAP`): a wall-clock deadline (SIGALRM, then SIGKILL of
-the child's process group ``kill_grace_s`` later), ``RLIMIT_AS`` and ``RLIMIT_CPU``, and
-the result cap. The child packs the result exactly as the companion stores it; the
-parent decodes it as a server result is decoded, so a fallback result equals the stored
-one.
+:func:`substreams.run.run_projected` here, the server's child as the companion's), as
+in the companion and in ``substream test``, so a result is the same wherever it is
+computed, and a plugin reading a field it did not declare fails the same way
+everywhere. One forked child per chunk runs every plugin asked for, in turn; each run
+has the plugin's declared limits, lowered to the platform's default caps
+(:data:`substreams.protocol.DEFAULT_CAP`, the companion's defaults): a wall-clock
+deadline (SIGALRM, then SIGKILL of the child's process group ``kill_grace_s`` later),
+``RLIMIT_AS`` and ``RLIMIT_CPU``, and the result cap. The child packs the result exactly
+as the companion stores it; the parent decodes it as a server result is decoded, so a
+fallback result equals the stored one.
 
 Forking from a process with threads (the consumer's prefetch pool, Spark's Python
 worker, pyarrow's pools): only the forking thread exists in the child, which runs
@@ -62,16 +64,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from consumer_lib.errors import ConsumerError
-from consumer_lib.forkserver import ForkServer, ForkServerFailed
 from eventstore.blob import DecodeLimits
 from eventstore.errors import EventStoreError
 from eventstore.names import ChunkKey
 from substreams.api import Context, Event, Substream
-from substreams.forkserver_process import UndecodableChunk
-from substreams.harness import DEFAULT_CAP, run_projected
+from substreams.forkserver import ForkServer, ForkServerUnavailable
+from substreams.protocol import DEFAULT_CAP, Limits, Outcome
 from substreams.query.run import run_queries
 from substreams.results import Status, read_result
-from substreams.sandbox import Limits, Outcome
+from substreams.run import UndecodableChunk, run_projected
 
 log = logging.getLogger(__name__)
 
@@ -172,30 +173,44 @@ def run_served(
 
     Returns:
         One run per plugin, in order; every plugin ``error`` when the server failed
-        (started, died, late) or the child could not decode the chunk in its limits.
+        (started, died, late) or the child died or overran decoding the chunk; a plugin
+        the server could not load (its file changed) ``error`` naming why.
 
     Raises:
-        UndecodedChunk: the chunk's bytes do not decode to a list of events.
+        UndecodedChunk: the chunk's bytes do not decode to a list of events (the
+            child's loader refused them: ``Outcome.loader_raised``).
     """
     if not plugins:
         return []
-    limited = [(p, Limits.of(p, cap)) for p in plugins]
     try:
-        reply = server.run(limited, value, key, decode_limits)
-    except ForkServerFailed as e:
-        return [FallbackRun(p.name, "error", error=f"sandbox: {e.message}") for p in plugins]
-    decode = reply.decode
-    if decode.kind == "exception":
+        served = server.run_chunks(
+            [(plugins, value, key)], decode_limits=decode_limits, cap=cap,
+            where=f"consumer: key={key}",
+        )  # fmt: skip
+    except ForkServerUnavailable as e:
+        return [FallbackRun(p.name, "error", error=f"sandbox: {e}") for p in plugins]
+    (chunk,) = served.chunks
+    unloaded = next((o for o in chunk.outcomes if o is not None and o.kind == "unreadable"), None)
+    if unloaded is not None and unloaded.loader_raised:
         raise UndecodedChunk(
-            f"chunk does not decode: {decode.error}",
+            f"chunk does not decode: {unloaded.error}",
             epoch=key.epoch,
             dc=key.dc,
             key=key.format(),
         )
-    if not decode.ok:  # the decode outlived its deadline or memory allowance
-        error = f"sandbox: decoding the chunk: {decode.error or decode.kind}"
-        return [FallbackRun(p.name, "error", error=error, wall_s=decode.wall_s) for p in plugins]
-    return [_run_of(p, o, key) for p, o in zip(plugins, reply.outcomes, strict=True)]
+    if unloaded is not None:  # the child died or overran decoding it
+        error = f"sandbox: decoding the chunk: {unloaded.error}"
+        return [FallbackRun(p.name, "error", error=error, wall_s=unloaded.wall_s) for p in plugins]
+    runs = []
+    for i, (plugin, outcome) in enumerate(zip(plugins, chunk.outcomes, strict=True)):
+        if i in chunk.refused:  # its file changed since this process loaded it
+            runs.append(FallbackRun(plugin.name, "error", error=f"exception: {chunk.refused[i]}"))
+        elif outcome is None:  # no child could be started for it
+            error = f"sandbox: fork server: {served.unavailable}"
+            runs.append(FallbackRun(plugin.name, "error", error=error))
+        else:
+            runs.append(_run_of(plugin, outcome, key))
+    return runs
 
 
 def run_native(

@@ -68,7 +68,6 @@ from consumer_lib.fallback import (
     run_native,
     run_served,
 )
-from consumer_lib.forkserver import ForkServer
 from consumer_lib.fullstream import EpochMark, epoch_metadata, marks
 from consumer_lib.gaps import NO_PLUGIN, ReadSummary, SubstreamResults
 from consumer_lib.pipeline import prefetch
@@ -80,8 +79,9 @@ from consumer_lib.unplugged import served_groups_only
 from eventstore.errors import InvalidName
 from eventstore.names import ChunkKey, ChunkRef, check_bucket_name
 from substreams.api import Event, Substream
+from substreams.forkserver import ForkServer
+from substreams.protocol import Limits
 from substreams.results import DISABLED, ResultRecord
-from substreams.sandbox import Limits
 
 log = logging.getLogger(__name__)
 

@@ -18,6 +18,14 @@ MAX_TIMEOUT_S = 30.0
 MAX_MEMORY_MB = 8192
 MAX_RESULT_BYTES_CAP = 4 * 1024 * 1024
 
+#: The platform's default caps on every plugin's declared limits
+#: (:data:`substreams.protocol.DEFAULT_CAP`): a companion's unless its settings say
+#: otherwise (``companion/defaults.py`` refers to these), the consumer's fallback, the
+#: backfill and ``substream test``, so a plugin gets the same limits everywhere.
+CAP_TIMEOUT_S = 5.0
+CAP_MEMORY_MB = 1024
+CAP_MAX_RESULT_BYTES = 1024 * 1024
+
 #: The parent kills the child's process group this long after the plugin's own
 #: wall-clock deadline (the child first tries to stop itself with SIGALRM), seconds.
 KILL_GRACE_S = 0.25

@@ -12,8 +12,17 @@ holding only the sandbox, the codec and the plugins; it does nothing between for
 wait, and the chunk is decoded in the child, not in the caller.
 
     server = ForkServer("consumer: the fallback's fork server")   # no process yet
-    reply, payloads = server.request(header, [blob], deadline_s, where)
+    served = server.run_chunks([(plugins, blob, key)], decode_limits=..., cap=...,
+                               where="consumer: key=...")
+    served.chunks[0].outcomes                       # one per plugin (None: not run)
     server.close()                                  # the process and its children end
+
+One client, one request kind: the companion's workers (``companion/forkserver.py``)
+and the consumer's fallback (``consumer_lib/fallback.py``) both send the ``"chunk"``
+request (:mod:`substreams.forkserver_process`), a batch of one or more chunks, each
+decoded in the server's child by the loader every caller uses
+(:func:`substreams.run.decode_chunk`). :meth:`ForkServer.request` is the raw exchange
+under :meth:`ForkServer.run_chunks`.
 
 Per request: a connection from the pool (an idle one, or a new socketpair whose far end
 is passed to the server over its control socket: nothing else can connect), the
@@ -28,15 +37,18 @@ that started it ends: the server is SIGKILLed if this process dies (and its chil
 with it: theirs is set on the server's threads), and it exits when its control socket
 closes.
 
-Failure semantics: :meth:`ForkServer.request` raises :class:`ForkServerUnavailable` (never
-hangs) when the server cannot be started, dies during the request (killed, crashed),
-or does not answer within the deadline (then it is killed). The next request starts a
-new server. Nothing a plugin does reaches the server or the caller.
+Failure semantics: :meth:`ForkServer.request` and :meth:`ForkServer.run_chunks` raise
+:class:`ForkServerUnavailable` (never hang) when the server cannot be started, dies
+during the request (killed, crashed), or does not answer within the deadline (then it
+is killed); :meth:`~ForkServer.run_chunks` also when the server could not serve the
+request at all (``fork server: <why>``). The next request starts a new server. Nothing
+a plugin does reaches the server or the caller: its run's outcome says it.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import logging
 import os
@@ -44,23 +56,31 @@ import socket
 import subprocess
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future
+from dataclasses import dataclass
 from pathlib import Path
 from queue import SimpleQueue
 from typing import Any, ClassVar
 
+from eventstore.blob import DecodeLimits
+from eventstore.names import ChunkKey
 from substreams import forkserver_process
 from substreams.api import Substream
+from substreams.child import LOAD_CPU_S
 from substreams.errors import SubstreamError
-from substreams.forkserver_process import recv_message, send_message
+from substreams.forkserver_process import outcome_from, recv_message, send_message
+from substreams.protocol import Limits, Outcome
+from substreams.sandbox import LOAD_TIMEOUT_S
 
 log = logging.getLogger(__name__)
 
-__all__ = ["ForkServer", "ForkServerUnavailable"]
+__all__ = ["ForkServer", "ForkServerUnavailable", "ServedChunk", "ServedChunks"]
 
 #: How long the server may take to start (a fresh interpreter importing the sandbox), s.
 _START_TIMEOUT_S = 60.0
+#: Allowance per request on top of the runs' own deadlines (server and child setup), s.
+MARGIN_S = 10.0
 # Runs the server file by path: the caller's packages (and what they import) stay out
 # of the server; the caller's import path is the server's.
 _BOOT = (
@@ -82,6 +102,45 @@ class ForkServerUnavailable(SubstreamError):
     def __init__(self, message: str, *, late: bool = False) -> None:
         super().__init__(message)
         self.late = late
+
+
+@dataclass(frozen=True)
+class ServedChunk:
+    """What the server says about one chunk of a request.
+
+    Attributes:
+        outcomes: one per substream asked for, in order; ``None``: not run (the server
+            could not load that plugin, or could not start a child for it).
+        refused: index -> why the server could not load that plugin (``not loadable in
+            the fork server: ...``).
+    """
+
+    outcomes: list[Outcome | None]
+    refused: dict[int, str]
+
+
+@dataclass(frozen=True)
+class ServedChunks:
+    """The reply to one request.
+
+    Attributes:
+        chunks: one per chunk asked for, in order.
+        unavailable: why some runs have no outcome though not refused (a child could not
+            be started: the sandbox's message), None when every run has one.
+        server_cpu_s: CPU seconds the server's thread spent on the request (its fork,
+            wait and reap).
+    """
+
+    chunks: list[ServedChunk]
+    unavailable: str | None
+    server_cpu_s: float
+
+
+def deadline_s(runs: Sequence[Limits]) -> float:
+    """How long a request may take, seconds: the child's load (``LOAD_TIMEOUT_S``, and
+    ``LOAD_CPU_S`` more), every run's deadline and kill grace, and :data:`MARGIN_S`
+    (the server's sandbox kills a late child well before)."""
+    return MARGIN_S + LOAD_TIMEOUT_S + LOAD_CPU_S + sum(r.timeout_s + r.kill_grace_s for r in runs)
 
 
 class _Process:
@@ -129,7 +188,7 @@ class ForkServer:
 
     def __init__(
         self,
-        label: str,
+        label: str = "the fork server",
         *,
         max_connections: int = 4,
         on_start: Callable[[], None] | None = None,
@@ -195,6 +254,76 @@ class ForkServer:
                 else:
                     conn.close()
         return reply, payloads
+
+    def run_chunks(
+        self,
+        chunks: Sequence[tuple[Sequence[Substream], bytes, ChunkKey]],
+        *,
+        decode_limits: DecodeLimits,
+        cap: Limits | None,
+        max_parallel: int = 1,
+        nice: int = 0,
+        where: str,
+    ) -> ServedChunks:
+        """Run each chunk's substreams in a sandboxed child of the server: the chunks of
+        the request in one child (``substreams.batch.run_batch``), each decoded there
+        (:func:`substreams.run.decode_chunk`, with the union of its substreams' fields)
+        and each substream given its events narrowed to its own fields.
+
+        Args:
+            chunks: (substreams, stored bytes with their checksum verified by the
+                caller, key) of each chunk; every substream one :meth:`can_run`.
+            decode_limits: what a chunk may decode to.
+            cap: platform caps lowering each substream's declared limits (None: as
+                declared), applied in the server to the plugin it loaded.
+            max_parallel: children alive at once.
+            nice: added to each child's nice value.
+            where: what the request is about, for messages (e.g. ``consumer: key=...``).
+
+        Returns:
+            Each chunk's outcomes, why a plugin was refused, and why runs have none.
+
+        Raises:
+            ForkServerUnavailable: see the module docstring.
+        """
+        header = {
+            "kind": "chunk",
+            "chunks": [
+                {
+                    "plugins": [
+                        {"origin": s.origin, "name": s.name, "version": s.version} for s in subs
+                    ],
+                    "ctx": [key.epoch, key.dc, key.type, key.subtype, key.chunk],
+                }
+                for subs, _, key in chunks
+            ],
+            "decode_limits": dataclasses.asdict(decode_limits),
+            "cap": None if cap is None else list(dataclasses.astuple(cap)),
+            "max_parallel": max_parallel,
+            "nice": nice,
+        }
+        runs = [Limits.of(s, cap) for subs, _, _ in chunks for s in subs]
+        reply, payloads = self.request(
+            header, [blob for _, blob, _ in chunks], deadline_s(runs), where
+        )
+        if "chunks" not in reply:  # the request itself failed there
+            why = reply.get("unavailable", "no outcomes in the reply")
+            raise ForkServerUnavailable(f"fork server: {why}")
+        blobs = iter(payloads)
+        served = []
+        for (subs, _, _), got in zip(chunks, reply["chunks"], strict=True):
+            outcomes: list[Outcome | None] = []
+            for sub, fields in zip(subs, got["outcomes"], strict=True):
+                payload = next(blobs)  # one per substream, empty unless ok
+                outcomes.append(None if fields is None else outcome_from(sub.name, fields, payload))
+            refused = {int(i): str(why) for i, why in got["refused"].items()}
+            served.append(ServedChunk(outcomes, refused))
+        unavailable = reply.get("unavailable")
+        return ServedChunks(
+            served,
+            None if unavailable is None else str(unavailable),
+            float(reply.get("server_cpu_s", 0.0)),
+        )
 
     def start(self, connections: int = 1) -> None:
         """Start the server now if none runs (else the first request does), with

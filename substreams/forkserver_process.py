@@ -8,37 +8,32 @@ the caller would copy or fault on). It is also the wire both sides speak.
 
 Process: the caller passes a Unix socket (``control``) at start. Each connection it
 wants arrives on ``control`` as a descriptor (``SCM_RIGHTS``); a thread serves it, one
-request at a time. Two kinds of request, both a JSON header + the chunk's stored
-(verified) bytes; plugins are loaded here once per (origin, version)
-(substreams.loader: the file the caller loaded, its hash checked before and after the
-import; or the installed entry points):
+request at a time. One kind of request (``"ping"`` aside, which only says the thread
+is up), a JSON header + each chunk's stored (verified) bytes; plugins are loaded here
+once per (origin, version) (substreams.loader: the file the caller loaded, its hash
+checked before and after the import; or the installed entry points):
 
-``"decode"`` (the consumer's fallback; the default)::
-
-    request  = {"plugins": [{origin, name, version, limits}], "ctx": [...],
-                "decode_limits": {...}}
-    outcomes = run_in_child([decode, plugin, ...], isolation="chunk", max_parallel=1)
-               # the decode is the child's first job (its own deadline and memory
-               # allowance); each plugin gets the events narrowed to its declared fields
-    reply    = {"decode": outcome, "outcomes": [...]} + each ok outcome's payload
-
-``"chunk"`` (the companion: what ``sandbox.run_substreams`` does with a loader in the
-caller's own process, for one chunk or a batch of them in one child)::
+``"chunk"`` (the companion's workers and the consumer's fallback alike, through
+:meth:`substreams.forkserver.ForkServer.run_chunks`: what ``sandbox.run_substreams``
+does with a loader in the caller's own process, for one chunk or a batch of them in
+one child)::
 
     request  = {"kind": "chunk", "chunks": [{"plugins": [{origin, name, version}],
                 "ctx": [...]}, ...], "decode_limits": {...}, "cap": [limits] | null,
                 "max_parallel": n, "nice": n} + each chunk's stored bytes
     outcomes = substreams.batch.run_batch([(plugins, loader, ctx), ...], cap=..., ...)
-               # the loader is decode_chunk below: the child decodes each chunk once,
-               # with the union of the fields its plugins declare
+               # the loader is substreams.run.decode_chunk: the child decodes each
+               # chunk once, with the union of the fields its plugins declare, and
+               # each plugin gets the events narrowed to its own
     reply    = {"chunks": [{"outcomes": [...], "refused": {index: why}}, ...],
                 "unavailable": why (when a child could not be started),
                 "server_cpu_s": s} + each outcome's payload (empty unless ok)
 
-Either way the sandbox (substreams.sandbox) forks the children: own group, PDEATHSIG,
-fds closed, rlimits, audit hook, seccomp, SIGALRM; SIGKILL of the group at the
-deadline. When it cannot fork (or make a pipe) the reply is ``{"unavailable": why}``
-(with the outcomes of the runs already ended, for ``"chunk"``).
+The sandbox (substreams.sandbox) forks the children: own group, PDEATHSIG, fds closed,
+rlimits, audit hook, seccomp, SIGALRM; SIGKILL of the group at the deadline. When it
+cannot fork (or make a pipe) the reply says ``"unavailable"`` (with the outcomes of the
+runs already ended); a request that cannot be served at all (another kind, a malformed
+header) is answered ``{"unavailable": why}`` alone.
 
 The server exits when ``control`` reaches EOF (the caller closed it, or died), and is
 SIGKILLed by the kernel when the caller's thread that started it ends
@@ -46,9 +41,9 @@ SIGKILLed by the kernel when the caller's thread that started it ends
 them (the sandbox sets the same on them).
 
 Failure semantics: a plugin that cannot be loaded here (its file changed or vanished
-since the caller loaded it) is refused, naming why; a chunk that does not decode gets a
-``decode`` outcome (``"decode"``) or ``unreadable`` outcomes (``"chunk"``); nothing a
-plugin does reaches this process. This module imports only ``substreams`` and
+since the caller loaded it) is refused, naming why; a chunk that does not decode gets
+``unreadable`` outcomes (``loader_raised`` when the decoder refused its bytes); nothing
+a plugin does reaches this process. This module imports only ``substreams`` and
 ``eventstore``: it is loaded by path in the server.
 """
 
@@ -65,24 +60,23 @@ import struct
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from eventstore.blob import DecodeLimits, unpack_blob
-from eventstore.errors import BlobError, BlobTooLarge, EventStoreError
-from sereal_codec.projection import Tree, compile_fields
-from substreams.api import Context, Event, Substream, union_fields, version_of
+from eventstore.blob import DecodeLimits
+from substreams.api import Context, Substream, version_of
 from substreams.batch import BatchChunk, run_batch
-from substreams.child import Job, Reported, declared_for, run_packed
-from substreams.errors import PluginLoadError, SubstreamError
+from substreams.errors import PluginLoadError
 from substreams.loader import LoadReport, load_entry_points, load_file
-from substreams.protocol import Limits
-from substreams.sandbox import Outcome, SandboxUnavailable, run_in_child
+from substreams.protocol import Limits, Outcome
+
+# Re-exported: their home is substreams.run (the companion's chunks and queries modules
+# and substreams.query.run still import them from here).
+from substreams.run import UndecodableChunk, decode_chunk
 from substreams.syscall_filter import program
 
 __all__ = [
-    "DECODE_LIMITS",
     "ENTRY_POINT_PREFIX",
     "MAX_MESSAGE_BYTES",
     "UndecodableChunk",
@@ -94,9 +88,6 @@ __all__ = [
     "serve",
 ]
 
-#: The decode's own limits in the child (the first job): the body is already capped by
-#: the caller's decode limits (64 MiB by default); Python objects take a few times that.
-DECODE_LIMITS = Limits(timeout_s=10.0, memory_mb=2048, max_result_bytes=1024)
 #: How the loader names an entry point's origin (``substreams.loader.load_entry_points``).
 ENTRY_POINT_PREFIX = "entry point "
 #: Largest message either side accepts (a stored chunk, or results up to their caps).
@@ -151,57 +142,7 @@ def recv_message(sock: socket.socket) -> tuple[dict[str, Any], list[bytes]]:
     return header, blobs
 
 
-# -- a chunk's events, as the companion decodes them ------------------------------------------
-
-
-class UndecodableChunk(SubstreamError):
-    """A chunk that cannot be decoded; the message is what every run's result says,
-    starting with ``chunk_unreadable:`` or ``too_large:``."""
-
-
-def decode_chunk(key: str, blob: bytes, limits: DecodeLimits, fields: Tree | None) -> list[Event]:
-    """The chunk's events, verified and decoded (the companion's loader, in its own
-    child or in a fork server's).
-
-    Args:
-        key: the chunk's key, for messages.
-        blob: the stored chunk.
-        limits: the decode limits (checked from the header first; the decompressor
-            and the objects built are bounded by them).
-        fields: the fields of each event to keep (``sereal_codec/projection.py``);
-            None: all.
-
-    Raises:
-        UndecodableChunk: over the decode limits (or out of memory decoding), corrupt,
-            or not an array of events.
-    """
-    paths = None if fields is None else list(_paths(fields, ()))
-    try:
-        events = unpack_blob(blob, key=key, limits=limits, fields=paths)
-    except BlobTooLarge as e:
-        raise UndecodableChunk(f"too_large: {e}") from e
-    except EventStoreError as e:
-        raise UndecodableChunk(f"chunk_unreadable: {e}") from e
-    except MemoryError:
-        raise UndecodableChunk(
-            f"too_large: {key}: out of memory decoding {len(blob)} bytes"
-        ) from None
-    if not isinstance(events, list):
-        raise UndecodableChunk(
-            f"chunk_unreadable: {key} holds a {type(events).__name__}, not an array of events"
-        )
-    # Elements are whatever the producers sent; plugins treat them defensively
-    # (substreams.helpers), so they are passed on as they are.
-    return events
-
-
-def _paths(tree: Tree, prefix: tuple[str, ...]) -> Iterator[tuple[str, ...]]:
-    """The fields of a compiled tree, as tuples of keys (a key may hold a dot)."""
-    for key, sub in tree.items():
-        if sub is None:
-            yield (*prefix, key)
-        else:
-            yield from _paths(sub, (*prefix, key))
+# -- outcomes on the wire -------------------------------------------------------------------
 
 
 def outcome_fields(outcome: Outcome) -> dict[str, Any]:
@@ -215,6 +156,7 @@ def outcome_fields(outcome: Outcome) -> dict[str, Any]:
         "exit_status": outcome.exit_status,
         "load_cpu_s": outcome.load_cpu_s,
         "child_cpu_s": outcome.child_cpu_s,
+        "loader_raised": outcome.loader_raised,
     }
 
 
@@ -231,6 +173,7 @@ def outcome_from(name: str, fields: dict[str, Any], payload: bytes) -> Outcome:
         exit_status=int(fields.get("exit_status", 0)),
         load_cpu_s=float(fields.get("load_cpu_s", 0.0)),
         child_cpu_s=float(fields.get("child_cpu_s", 0.0)),
+        loader_raised=bool(fields.get("loader_raised", False)),
     )
 
 
@@ -276,90 +219,11 @@ class _Plugins:
         return found
 
 
-def _decode_job(
-    value: bytes, key: str, limits: DecodeLimits, fields: list[str] | None, into: list[list[Event]]
-) -> Callable[[], bytes]:
-    def decode() -> bytes:
-        # As the caller's Store decodes (the same limits); the exact error is the
-        # caller's to raise (it decodes the blob itself when this fails: a rare path).
-        # Only the fields the plugins declare are built (None: one reads them all).
-        try:
-            decoded = unpack_blob(value, key=key, limits=limits, fields=fields)
-        except BlobError as e:
-            raise Reported(f"{type(e).__name__}: {e}") from None
-        if not isinstance(decoded, list):
-            raise Reported(f"chunk holds a {type(decoded).__name__}, not an array of events")
-        into.append(decoded)  # set only here: an empty chunk is decoded too
-        return b""
-
-    return decode
-
-
-def _plugin_job(
-    sub: Substream, chunk: list[list[Event]], ctx: Context, *, own_list: bool, narrow: bool
-) -> Callable[[], bytes]:
-    def target() -> bytes:
-        if not chunk:  # the decode failed, or this child started after the decode's died
-            raise Reported("the chunk was not decoded")
-        decoded = chunk[0]
-        # Decoded with more fields than it declares (narrow): declared_for narrows to its
-        # own, strictly, into new dicts and a new list, in one walk (narrowing first as
-        # well walked and allocated every event twice). Reading a field it did not
-        # declare raises (substreams/declared.py).
-        events = list(decoded) if own_list and not narrow else decoded
-        return run_packed(sub, declared_for(sub, events), ctx)
-
-    return target
-
-
-def handle(
-    plugins: _Plugins, header: dict[str, Any], value: bytes
-) -> tuple[dict[str, Any], list[bytes]]:
-    """One request: the plugins on the chunk in one sandboxed child; the reply."""
-    ctx = Context(*header["ctx"])
-    specs = header["plugins"]
-    decoded: list[list[Event]] = []  # the decoded events, once the child decoded them
-    key = ctx.key.format()
-    decode_limits = DecodeLimits(**header["decode_limits"])
-    refused: dict[int, Outcome] = {}
-    loaded: list[tuple[Substream, Limits]] = []
-    for i, spec in enumerate(specs):
-        try:
-            sub = plugins.get(spec["origin"], spec["name"], spec["version"])
-        except PluginLoadError as e:
-            refused[i] = Outcome(
-                spec["name"], "exception", error=f"exception: not loadable in the fork server: {e}"
-            )
-            continue
-        loaded.append((sub, Limits(*spec["limits"])))
-    fields = union_fields([sub for sub, _ in loaded])
-    tree = compile_fields(fields)
-    jobs: list[Job] = [
-        ("decode", _decode_job(value, key, decode_limits, fields, decoded), DECODE_LIMITS)
-    ]
-    for sub, limits in loaded:
-        narrow = sub.projection != tree
-        target = _plugin_job(sub, decoded, ctx, own_list=len(specs) > 1, narrow=narrow)
-        jobs.append((sub.name, target, limits))
-    try:
-        ran = run_in_child(jobs, max_parallel=1, isolation="chunk")
-    except SandboxUnavailable as e:
-        return {"unavailable": str(e)}, []
-    decode, rest = ran[0], iter(ran[1:])
-    outcomes = [refused[i] if i in refused else next(rest) for i in range(len(specs))]
-    reply = {
-        "decode": outcome_fields(decode),
-        "decode_message": decode.payload.decode(errors="replace") if not decode.ok else "",
-        "outcomes": [outcome_fields(o) for o in outcomes],
-    }
-    return reply, [o.payload if o.ok else b"" for o in outcomes]
-
-
 def handle_chunks(
     plugins: _Plugins, header: dict[str, Any], blobs: list[bytes]
 ) -> tuple[dict[str, Any], list[bytes]]:
-    """A ``"chunk"`` request: ``run_batch`` (one child for every chunk of it, each with
-    its loader); the reply."""
+    """The request (module docstring): ``run_batch`` (one child for every chunk of it,
+    each with its loader); the reply."""
     started = time.thread_time()
     limits = DecodeLimits(**header["decode_limits"])
     batch: list[BatchChunk] = []
@@ -407,11 +271,12 @@ def _serve_connection(plugins: _Plugins, conn: socket.socket) -> None:
                 return  # the caller closed it (or spoke nonsense: it then sees EOF)
             reply: dict[str, Any] = {}  # a ping (the caller's start): this thread is up
             payloads: list[bytes] = []
+            kind = header.get("kind")
             try:
-                if header.get("kind") == "chunk":
+                if kind == "chunk":
                     reply, payloads = handle_chunks(plugins, header, blobs)
-                elif header.get("kind") != "ping":
-                    reply, payloads = handle(plugins, header, blobs[0])
+                elif kind != "ping":
+                    reply = {"unavailable": f"no request of kind {kind!r}: only 'chunk'"}
             except Exception as e:  # a malformed request, or the OS refused (wait4, pipe)
                 reply, payloads = {"unavailable": f"{type(e).__name__}: {e}"}, []
             try:

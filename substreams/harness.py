@@ -3,16 +3,21 @@
 The file is loaded as the companion loads it (first imported in a time-limited child);
 each chunk is verified and decoded once; every substream of the file that reads the
 chunk's type/subtype runs in the same sandbox with the same limits (the plugin's
-declaration lowered to the companion's default caps) on the same events (a query
+declaration lowered to the platform's default caps, ``substreams.protocol.DEFAULT_CAP``)
+on the same events (a query
 plugin: here, natively, on the stored bytes, as the consumer's fallback runs it; no
 child: :mod:`substreams.query.run`): each narrowed to the fields the substream declares
-(:func:`run_projected`, the rule of
+(:func:`substreams.run.run_projected`, the production road; the rule of
 ``sereal_codec/projection.py``); the report gives, per run, the verdict, the fields
 used, wall and CPU time, peak RSS of the child, result size and the result itself. A run
 reading a field it did not declare fails with ``UndeclaredField`` naming it and the
 declared ones (``substreams/declared.py``), as it does in the companion and in the
 consumer's fallback. The report (:func:`format_runs`) puts a summary first, then one
 line per failed run; every run with ``verbose``.
+
+This is the author's tool: nothing in production imports it
+(``tests/unit/substreams/test_one_road.py``); what it shares with production lives in
+:mod:`substreams.run` (``DEFAULT_CAP`` and ``run_projected`` stay importable from here).
 
 Sample data: a blob file (as stored: Sereal + checksum postfix; its chunk key may be
 given to set the context), or an epoch range ``[start, end)`` of one dc read from a
@@ -30,22 +35,16 @@ from typing import Any
 from eventstore.blob import DecodeLimits, unpack_blob
 from eventstore.names import DEFAULT_NAMESPACES, ChunkKey, MetadataKey, Namespaces, parse_metadata
 from eventstore.riak import NotFound, RiakClient
-from sereal_codec.projection import Tree, compile_fields, project_events
+from sereal_codec.projection import compile_fields
 from substreams.api import Context, Event, Substream, union_fields
-from substreams.forkserver_process import UndecodableChunk
 from substreams.loader import load_file
+from substreams.protocol import DEFAULT_CAP, Limits, Outcome
 from substreams.query.run import run_queries
-from substreams.results import read_result
-from substreams.sandbox import (
-    Isolation,
-    Limits,
-    Outcome,
-    SandboxUnavailable,
-    run_substreams,
-    stored_value,
-)
+from substreams.results import read_result, stored_value
+from substreams.run import UndecodableChunk, run_projected
 
 __all__ = [
+    "DEFAULT_CAP",
     "HarnessRun",
     "chunks_from_blob",
     "chunks_from_riak",
@@ -56,74 +55,6 @@ __all__ = [
     "summarize",
     "union_fields",
 ]
-
-#: The companion's default caps (companion/defaults.py), repeated here so the harness
-#: does not import the daemon.
-DEFAULT_CAP = Limits(timeout_s=5.0, memory_mb=1024, max_result_bytes=1024 * 1024)
-
-
-def run_projected(
-    substreams: Sequence[Substream],
-    events: list[Event],
-    ctx: Context,
-    *,
-    cap: Limits | None = None,
-    isolation: Isolation = "substream",
-    max_parallel: int = 4,
-    decoded_with: Tree | None = None,
-) -> list[Outcome]:
-    """:func:`~substreams.sandbox.run_substreams` with each substream given the events
-    narrowed to its declared fields (``Substream.projection``; all of them when it
-    declares none), as the companion gives them.
-
-    Substreams that declare the same fields share one projected list and one call;
-    the projection is made here, once per distinct declaration.
-
-    Args:
-        substreams: what to run (the caller has matched them to the chunk).
-        events: the chunk's decoded events: whole, or built only with the fields of
-            ``decoded_with``.
-        ctx, cap, isolation, max_parallel: as :func:`~substreams.sandbox.run_substreams`.
-        decoded_with: the projection ``events`` were decoded with (None: whole), e.g.
-            :func:`union_fields` of ``substreams`` compiled: the substreams declaring
-            exactly that get ``events`` as they are.
-
-    Returns:
-        One outcome per substream, in the order given.
-
-    Raises:
-        SandboxUnavailable: a child could not be started; its ``outcomes`` hold every
-            run that had ended, in the order given.
-        ValueError: a substream wants every field of events decoded with fewer.
-    """
-    if decoded_with is not None and any(s.fields is None for s in substreams):
-        raise ValueError("events decoded with some fields cannot give a substream all of them")
-    groups: dict[str, list[int]] = {}
-    for i, sub in enumerate(substreams):
-        groups.setdefault(json.dumps(sub.projection, sort_keys=True), []).append(i)
-    outcomes: list[Outcome | None] = [None] * len(substreams)
-    for indices in groups.values():
-        group = [substreams[i] for i in indices]
-        tree: Tree | None = group[0].projection
-        try:
-            ran: Sequence[Outcome | None] = run_substreams(
-                group,
-                events if tree == decoded_with else project_events(events, tree),
-                ctx,
-                cap=cap,
-                isolation=isolation,
-                max_parallel=max_parallel,
-            )
-        except SandboxUnavailable as e:
-            ran = e.outcomes or [None] * len(group)
-            for i, outcome in zip(indices, ran, strict=True):
-                outcomes[i] = outcome
-            raise SandboxUnavailable(str(e), outcomes) from e
-        for i, outcome in zip(indices, ran, strict=True):
-            outcomes[i] = outcome
-    done = [o for o in outcomes if o is not None]
-    assert len(done) == len(substreams), "run_substreams answers every substream"
-    return done
 
 
 @dataclass
@@ -209,7 +140,7 @@ def run_plugin_file(
     Args:
         path: the plugin file.
         chunks: (chunk key, stored blob) pairs.
-        cap: the platform caps (the companion's defaults unless given).
+        cap: the platform caps (:data:`~substreams.protocol.DEFAULT_CAP` unless given).
         match_types: run only substreams reading each chunk's type/subtype (as the
             companion does); False runs all (for a blob without a real key).
 

@@ -32,8 +32,7 @@ from eventstore.logonce import once
 from substreams import defaults
 from substreams.api import Substream, declaration_of, version_of
 from substreams.errors import DuplicateSubstream, PluginLoadError
-from substreams.plugin_file import declared_in, import_file, read_source, summary
-from substreams.sandbox import check_import
+from substreams.plugin_file import check_import, declared_in, import_file, read_source, summary
 
 log = logging.getLogger(__name__)
 

@@ -7,7 +7,7 @@ process (a companion worker, a consumer) may import it:
 1. the signature must verify under a key the node trusts
    (:meth:`substreams.signing.TrustedKeys.verify`), else :class:`SignatureRejected`;
 2. the file is written into ``<directory>/.incoming/`` and imported in a sandboxed
-   child (:func:`substreams.sandbox.check_import`: time limit, rlimits, audit hook and
+   child (:func:`substreams.plugin_file.check_import`: time limit, rlimits, audit hook and
    the seccomp filter), so import-time code first runs where it can do no harm; it
    must load and declare the substreams the entry names, else :class:`PluginLoadError`;
 3. only then is it renamed into ``directory`` (atomic: the loader never sees half a
@@ -40,8 +40,8 @@ from typing import Any
 
 from substreams.errors import PluginLoadError, SignatureRejected
 from substreams.loader import IMPORT_TIMEOUT_S
+from substreams.plugin_file import check_import
 from substreams.registry import RegistryEntry, registry_path
-from substreams.sandbox import check_import
 from substreams.signing import TrustedKeys
 
 log = logging.getLogger(__name__)

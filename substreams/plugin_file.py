@@ -1,8 +1,7 @@
-"""One plugin file imported in this process: its ``@substream`` declarations.
-
-The step both :mod:`substreams.loader` (in the loading process) and
-:func:`substreams.sandbox.check_import` (in a forked, limited child) take; it sits below
-both, so neither imports the other's caller.
+"""One plugin file imported: in this process (:func:`import_file`, what
+:mod:`substreams.loader` does), or first in a forked, limited child
+(:func:`check_import`, what the loader and the registry's mirror do before that), so a
+file that hangs or crashes at import costs only the child.
 
 Failure semantics: whatever the file does at import (a syntax error, an exception,
 ``SystemExit``, a bad declaration) or a file that declares nothing becomes one
@@ -15,14 +14,18 @@ from __future__ import annotations
 import importlib.util
 import sys
 import traceback
+from collections.abc import Sequence
 from pathlib import Path
 from types import ModuleType
 
 from substreams import defaults
 from substreams.api import Substream, declaration_of, version_of
+from substreams.child import Reported
 from substreams.errors import PluginLoadError, SoftTimeout
+from substreams.protocol import Limits
+from substreams.sandbox import run_in_child
 
-__all__ = ["declared_in", "import_file", "read_source", "summary"]
+__all__ = ["check_import", "declared_in", "import_file", "read_source", "summary"]
 
 
 def summary(e: BaseException) -> str:
@@ -99,3 +102,33 @@ def import_file(path: Path, source: bytes | None = None) -> list[Substream]:
     if not found:
         raise PluginLoadError(origin, "declares no @substream function")
     return found
+
+
+def check_import(
+    path: Path, *, timeout_s: float, expect: Sequence[str] | None = None
+) -> str | None:
+    """Import a plugin file in a limited child; returns why it failed, or None if it loads.
+
+    Args:
+        path: the plugin file.
+        timeout_s: the import's wall-clock limit, seconds.
+        expect: the substream names it must declare (a registry entry's), or None.
+    """
+
+    def target() -> bytes:
+        try:
+            found = import_file(path)
+        except PluginLoadError as e:
+            raise Reported(e.reason) from None
+        return ",".join(s.name for s in found).encode()
+
+    limits = Limits(timeout_s=timeout_s, memory_mb=1024, max_result_bytes=65536)
+    (outcome,) = run_in_child([(str(path), target, limits)])
+    if outcome.ok:
+        declared = sorted(filter(None, outcome.payload.decode().split(",")))
+        if expect is not None and declared != sorted(expect):
+            return f"declares {declared}, not {sorted(expect)} as published"
+        return None
+    if outcome.kind == "timeout":
+        return f"import did not finish within {timeout_s}s"
+    return outcome.error or outcome.kind

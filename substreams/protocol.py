@@ -1,4 +1,5 @@
-"""What the sandbox's parent and child agree on: limits, outcome kinds, the pipe's wire.
+"""What the sandbox's parent and child agree on: limits, outcome kinds, the pipe's wire,
+and the shape of an outcome every caller gets.
 
 Pure definitions, no I/O.
 """
@@ -14,6 +15,7 @@ from substreams.api import Substream
 from substreams.results import Status
 
 __all__ = [
+    "DEFAULT_CAP",
     "EXIT_INTERNAL",
     "EXIT_MEMORY",
     "HEADER",
@@ -27,6 +29,7 @@ __all__ = [
     "Isolation",
     "Kind",
     "Limits",
+    "Outcome",
 ]
 
 Kind = Literal[
@@ -98,3 +101,57 @@ class Limits:
             min(sub.max_result_bytes, cap.max_result_bytes),
             cap.kill_grace_s,
         )
+
+
+#: The platform's default caps (``substreams.defaults.CAP_*``): every caller lowers a
+#: plugin's declared limits to these unless told otherwise.
+DEFAULT_CAP = Limits(
+    timeout_s=defaults.CAP_TIMEOUT_S,
+    memory_mb=defaults.CAP_MEMORY_MB,
+    max_result_bytes=defaults.CAP_MAX_RESULT_BYTES,
+)
+
+
+@dataclass
+class Outcome:
+    """How one run ended.
+
+    Attributes:
+        name: the substream (or what was run).
+        kind: the classified exit (see ``substreams/sandbox.py``'s docstring).
+        payload: the child's message: the stored value when ``ok``, else the error text
+            as UTF-8 (empty when the child said nothing).
+        error: a one-paragraph description of a failure, ``None`` when ok.
+        wall_s: from fork to reap, seconds.
+        cpu_s: the child's user + system CPU time, seconds.
+        max_rss_kb: the child's peak resident set (includes inherited pages it touched), KiB.
+        exit_status: the raw ``wait4`` status.
+        load_cpu_s: CPU seconds the child spent loading the events (on one outcome per
+            child that loaded them, 0 on the others), not in ``cpu_s``.
+        child_cpu_s: the whole CPU time of the child this run ended in (``wait4``:
+            setup, load, every run, exit), on one outcome per child, 0 on the others.
+        loader_raised: ``unreadable`` because the loader raised: the chunk's bytes do
+            not load (``error`` is the loader's message); False for every other
+            outcome, a child that died or overran while loading included.
+    """
+
+    name: str
+    kind: Kind
+    payload: bytes = b""
+    error: str | None = None
+    wall_s: float = 0.0
+    cpu_s: float = 0.0
+    max_rss_kb: int = 0
+    exit_status: int = 0
+    load_cpu_s: float = 0.0
+    child_cpu_s: float = 0.0
+    loader_raised: bool = False
+
+    @property
+    def status(self) -> Status:
+        """The stored status for this kind."""
+        return STATUS_OF[self.kind]
+
+    @property
+    def ok(self) -> bool:
+        return self.kind == "ok"

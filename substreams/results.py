@@ -16,9 +16,12 @@ Pure logic, no I/O.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from eventstore.blob import pack_blob, unpack_blob
+
+if TYPE_CHECKING:
+    from substreams.api import Substream
 
 __all__ = [
     "DISABLED",
@@ -29,6 +32,7 @@ __all__ = [
     "error_value",
     "ok_value",
     "read_result",
+    "stored_value",
 ]
 
 Status = Literal["ok", "error", "timeout", "killed", "shed"]
@@ -69,6 +73,31 @@ def disabled_value(substream: str, version: str) -> bytes:
     """The stored value for a substream disabled on this node: ``error`` of kind
     :data:`DISABLED`, so consumers see a gap instead of re-running it."""
     return error_value("error", substream, version, f"{DISABLED}: on this node")
+
+
+class Ended(Protocol):
+    """What :func:`stored_value` reads of a run's outcome: a
+    :class:`substreams.protocol.Outcome` (named by what is read, as ``protocol``
+    imports this module)."""
+
+    @property
+    def ok(self) -> bool: ...
+    @property
+    def status(self) -> Status: ...
+    @property
+    def kind(self) -> str: ...
+    @property
+    def payload(self) -> bytes: ...
+    @property
+    def error(self) -> str | None: ...
+
+
+def stored_value(sub: Substream, outcome: Ended) -> bytes:
+    """The value to store for a run's outcome: the child's packed result, or a marked
+    failure (:func:`error_value` with the outcome's status and error)."""
+    if outcome.ok:
+        return outcome.payload
+    return error_value(outcome.status, sub.name, sub.version, outcome.error or outcome.kind)
 
 
 def _kind_of(error: str | None) -> str:

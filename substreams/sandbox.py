@@ -64,7 +64,6 @@ import signal
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 
 from substreams.api import Context, Event, Substream
 from substreams.child import (
@@ -72,17 +71,14 @@ from substreams.child import (
     Load,
     Loaded,
     Loader,
-    Reported,
     SandboxViolation,
     child_main,
     substream_target,
 )
-from substreams.errors import PluginLoadError, SubstreamError
-from substreams.plugin_file import import_file
+from substreams.errors import SubstreamError
 from substreams.protocol import (
     EXIT_MEMORY,
     HEADER,
-    STATUS_OF,
     TAG_KIND,
     TAG_LOADED,
     TAG_START,
@@ -91,8 +87,9 @@ from substreams.protocol import (
     Isolation,
     Kind,
     Limits,
+    Outcome,  # re-exported (defined with the wire, protocol.py): the sandbox's answer
 )
-from substreams.results import Status, error_value
+from substreams.results import stored_value  # re-exported: what to store of an Outcome
 from substreams.syscall_filter import FILTER_REASON, program
 
 __all__ = [
@@ -103,7 +100,6 @@ __all__ = [
     "Outcome",
     "SandboxUnavailable",
     "SandboxViolation",
-    "check_import",
     "run_in_child",
     "run_substreams",
     "stored_value",
@@ -115,47 +111,6 @@ _SETUP_S = 2.0
 #: Wall-clock limit of a child's loading its events, seconds (a 370 KB chunk takes
 #: ~10 ms; one at the decode limits, 64 MB of body, about a second).
 LOAD_TIMEOUT_S = 10.0
-
-
-@dataclass
-class Outcome:
-    """How one run ended.
-
-    Attributes:
-        name: the substream (or what was run).
-        kind: the classified exit (see the module docstring).
-        payload: the child's message: the stored value when ``ok``, else the error text
-            as UTF-8 (empty when the child said nothing).
-        error: a one-paragraph description of a failure, ``None`` when ok.
-        wall_s: from fork to reap, seconds.
-        cpu_s: the child's user + system CPU time, seconds.
-        max_rss_kb: the child's peak resident set (includes inherited pages it touched), KiB.
-        exit_status: the raw ``wait4`` status.
-        load_cpu_s: CPU seconds the child spent loading the events (on one outcome per
-            child that loaded them, 0 on the others), not in ``cpu_s``.
-        child_cpu_s: the whole CPU time of the child this run ended in (``wait4``:
-            setup, load, every run, exit), on one outcome per child, 0 on the others.
-    """
-
-    name: str
-    kind: Kind
-    payload: bytes = b""
-    error: str | None = None
-    wall_s: float = 0.0
-    cpu_s: float = 0.0
-    max_rss_kb: int = 0
-    exit_status: int = 0
-    load_cpu_s: float = 0.0
-    child_cpu_s: float = 0.0
-
-    @property
-    def status(self) -> Status:
-        """The stored status for this kind."""
-        return STATUS_OF[self.kind]
-
-    @property
-    def ok(self) -> bool:
-        return self.kind == "ok"
 
 
 class SandboxUnavailable(SubstreamError, OSError):
@@ -333,7 +288,7 @@ def _failure(child: _Child, name: str, limits: Limits, status: int) -> Outcome:
     """The outcome of the job that was running when the child died or was killed (or,
     when the events could not be loaded, of each of its jobs)."""
     if child.unreadable is not None:
-        return Outcome(name, "unreadable", error=child.unreadable)
+        return Outcome(name, "unreadable", error=child.unreadable, loader_raised=True)
     if child.loading:
         died = _failure(replace(child, loading=False), name, limits, status).error or ""
         if child.killed_at_deadline:
@@ -576,40 +531,3 @@ def run_substreams(
         nice=nice,
         load=load,
     )
-
-
-def stored_value(sub: Substream, outcome: Outcome) -> bytes:
-    """The value to store for an outcome: the child's packed result, or a marked failure."""
-    if outcome.ok:
-        return outcome.payload
-    return error_value(outcome.status, sub.name, sub.version, outcome.error or outcome.kind)
-
-
-def check_import(
-    path: Path, *, timeout_s: float, expect: Sequence[str] | None = None
-) -> str | None:
-    """Import a plugin file in a limited child; returns why it failed, or None if it loads.
-
-    Args:
-        path: the plugin file.
-        timeout_s: the import's wall-clock limit, seconds.
-        expect: the substream names it must declare (a registry entry's), or None.
-    """
-
-    def target() -> bytes:
-        try:
-            found = import_file(path)
-        except PluginLoadError as e:
-            raise Reported(e.reason) from None
-        return ",".join(s.name for s in found).encode()
-
-    limits = Limits(timeout_s=timeout_s, memory_mb=1024, max_result_bytes=65536)
-    (outcome,) = run_in_child([(str(path), target, limits)])
-    if outcome.ok:
-        declared = sorted(filter(None, outcome.payload.decode().split(",")))
-        if expect is not None and declared != sorted(expect):
-            return f"declares {declared}, not {sorted(expect)} as published"
-        return None
-    if outcome.kind == "timeout":
-        return f"import did not finish within {timeout_s}s"
-    return outcome.error or outcome.kind

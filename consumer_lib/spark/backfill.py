@@ -2,11 +2,11 @@
 stores them.
 
 Opt-in (a command an operator runs for a range), rate-limited, and run through the
-companion's own sandbox (:func:`substreams.sandbox.run_substreams` with the harness's
-copy of the companion's default caps), or, for a query plugin, on the native road
-(:func:`substreams.query.run.run_queries`: the plan evaluated in the task's process, in
-one walk of the stored chunk, no fork server and no child: a plan cannot run code):
-same limits, same stored value (``stored_value``:
+companion's own sandbox (:func:`substreams.sandbox.run_substreams` with the platform's
+default caps, :data:`substreams.protocol.DEFAULT_CAP`, the companion's), or, for a
+query plugin, on the native road (:func:`substreams.query.run.run_queries`: the plan
+evaluated in the task's process, in one walk of the stored chunk, no fork server and no
+child: a plan cannot run code): same limits, same stored value (``stored_value``:
 the packed ``ok`` result or a marked failure), same place (bucket type ``substreams``,
 bucket = the substream, key = the chunk key; other bucket types and buckets with
 ``namespaces``, as the companion's ``[namespaces]``), same put options. Per Spark task::
@@ -75,13 +75,12 @@ from eventstore.names import (
 from eventstore.riak import NotFound, RiakClient, RiakError
 from eventstore.riak.defaults import CONFIRMED_ABSENCE
 from substreams.api import Context, Substream
-from substreams.forkserver_process import UndecodableChunk
-from substreams.harness import DEFAULT_CAP
 from substreams.overwrite import decide
-from substreams.protocol import Limits
+from substreams.protocol import DEFAULT_CAP, Limits, Outcome
 from substreams.query.run import is_query, run_queries
-from substreams.results import ResultRecord, read_result
-from substreams.sandbox import Outcome, run_substreams, stored_value
+from substreams.results import ResultRecord, read_result, stored_value
+from substreams.run import UndecodableChunk
+from substreams.sandbox import run_substreams
 
 __all__ = ["BackfillPlan", "BackfillProgress", "Pacer", "backfill"]
 

@@ -18,7 +18,7 @@ from prometheus_client import REGISTRY
 
 from consumer_lib import EventsClient
 from consumer_lib.fallback import UndecodedChunk, run_native
-from consumer_lib.forkserver import ForkServer
+from consumer_lib.forkserver import fallback_server
 from consumer_lib.substream import SubstreamReader
 from eventstore.blob import DecodeLimits, pack_blob
 from eventstore.names import ChunkKey
@@ -26,11 +26,12 @@ from eventstore.riak import RiakClient
 from eventstore.testing import write_epoch
 from relocator.events import generate_events
 from substreams.api import Substream
-from substreams.harness import DEFAULT_CAP, chunks_from_blob, run_plugin_file
+from substreams.forkserver import ForkServer
+from substreams.harness import chunks_from_blob, run_plugin_file
 from substreams.loader import load_file
+from substreams.protocol import DEFAULT_CAP, Limits, Outcome
 from substreams.query.run import run_queries
-from substreams.results import read_result
-from substreams.sandbox import Limits, Outcome, stored_value
+from substreams.results import read_result, stored_value
 
 EXAMPLES = Path(__file__).parents[3] / "substreams" / "examples"
 E0 = 1_700_002_000
@@ -62,7 +63,7 @@ def plugins(tmp_path_factory: pytest.TempPathFactory) -> list[Substream]:
 
 @pytest.fixture(scope="module")
 def server() -> Iterator[ForkServer]:
-    s = ForkServer()
+    s = fallback_server()
     yield s
     s.close()
 
@@ -82,10 +83,18 @@ class Forks:
 os.register_at_fork(before=Forks.before)
 
 
-def _child_road(server: ForkServer, subs: list[Substream], blob: bytes) -> list[Outcome]:
-    reply = server.run([(s, Limits.of(s, DEFAULT_CAP)) for s in subs], blob, KEY, DecodeLimits())
-    assert reply.decode.ok, reply.decode.error
-    return reply.outcomes
+def _child_road(
+    server: ForkServer, subs: list[Substream], blob: bytes, key: ChunkKey = KEY
+) -> list[Outcome]:
+    """The outcomes of the fork server's child (the companion's road) for ``subs``."""
+    served = server.run_chunks(
+        [(subs, blob, key)], decode_limits=DecodeLimits(), cap=DEFAULT_CAP, where="test"
+    )
+    (chunk,) = served.chunks
+    outcomes = [o for o in chunk.outcomes if o is not None]
+    assert (chunk.refused, served.unavailable, len(outcomes)) == ({}, None, len(subs))
+    assert not [o.error for o in outcomes if o.kind == "unreadable"]
+    return outcomes
 
 
 @pytest.mark.parametrize(
@@ -153,10 +162,7 @@ def test_the_fallback_reads_a_query_without_forking(
         assert (Forks.seen, _started() - before) == (0, 0)
         for key in keys:
             blob = client.store.chunk_blob(key).value
-            reply = server.run(
-                [(s, Limits.of(s, DEFAULT_CAP)) for s in plugins], blob, key, DecodeLimits()
-            )
-            for sub, theirs in zip(plugins, reply.outcomes, strict=True):
+            for sub, theirs in zip(plugins, _child_road(server, plugins, blob, key), strict=True):
                 mine = got[sub.name, key]
                 assert mine.version == sub.version
                 if theirs.ok:
