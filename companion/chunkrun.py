@@ -107,7 +107,8 @@ class Prepared:
     Attributes:
         key: the chunk.
         blob: its stored bytes (the fork server's request; the queries' walk).
-        source: its events as the sandbox takes them (a loader, or decoded events).
+        source: its events as the sandbox takes them (a loader, or decoded events);
+            None when it has no function plugin (the queries read ``blob``).
         shared: the substreams for the shared child (trusted Python plugins).
         queries: the query plugins (``queries.py``: no child, no lane).
         skipped: writes decided before any run (disabled; a full lane's ``shed``).
@@ -116,7 +117,7 @@ class Prepared:
 
     key: ChunkKey
     blob: bytes
-    source: Loader | list[Event]
+    source: Loader | list[Event] | None
     shared: tuple[Substream, ...]
     queries: tuple[Substream, ...] = ()
     skipped: tuple[Write, ...] = ()
@@ -158,6 +159,7 @@ def run_shared(
     runs: dict[int, SharedRun] = {}
     for chunk in (c for c in chunks if id(c) not in batched):
         wall, cpu = clock(), time.thread_time()
+        assert chunk.source is not None  # a chunk with shared runs has function plugins
         try:
             outcomes = run_substreams(
                 chunk.shared,

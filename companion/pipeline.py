@@ -2,7 +2,8 @@
 and counted, one stage after the other (the stages and their values: ``chunkrun.py``).
 
     for each chunk: candidates.of(key)       matching (an audit item: missing only)
-        triage -> fetch + check -> split the queries -> quarantine.hand_off
+    for each chunk: triage -> split the queries -> fetch
+        + check (not when all are queries: their walk checks) -> quarantine.hand_off
                                              -> a Prepared (or settled already)
         a new plugin's first lane runs end the batch here: one chunk at a time
     chunkrun.run_shared(batch)               one child of the fork server
@@ -43,8 +44,8 @@ from companion.shedding import shed_value
 from companion.writer import ResultWriter, Write
 from eventstore.names import ChunkKey
 from eventstore.riak import RiakClient
-from substreams.api import Substream
-from substreams.sandbox import Outcome
+from substreams.api import Event, Substream
+from substreams.sandbox import Loader, Outcome
 
 __all__ = ["Job", "Pipeline"]
 
@@ -145,20 +146,24 @@ class Pipeline:
         if not enabled:
             self._writer.store_all(t.key, skipped, t.written)
             return None
+        # Query plugins run natively, after the shared runs: no child, no lane.
+        queries, functions = split_queries(enabled)
+        source: Loader | list[Event] | None = None
         try:
             blob = fetch_chunk(self._riak, self._settings.namespaces, t.key)
             t.laps.lap("fetch")
-            source = chunk_source(
-                t.key, blob, self._settings.decode_limits, self._settings.isolation
-            )
+            if functions:  # queries alone: their walk verifies and checks the chunk
+                source = chunk_source(
+                    t.key, blob, self._settings.decode_limits, self._settings.isolation
+                )
         except InputChunkUnreadable as e:
             self._reporter.unreadable(t.key, str(e))
             self._writer.store_all(t.key, skipped + error_writes(enabled, str(e)), t.written)
             return None
         t.laps.lap("decode")
-        # Query plugins run natively, after the shared runs: no child, no lane.
-        queries, functions = split_queries(enabled)
-        if self._trust is None or self._lanes is None:
+        if source is None:
+            lanes = HandOff(())
+        elif self._trust is None or self._lanes is None:
             lanes = HandOff(tuple(functions))
         else:
             lanes = hand_off(
