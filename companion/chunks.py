@@ -22,7 +22,7 @@ from eventstore.riak.defaults import CONFIRMED_ABSENCE
 from sereal_codec.projection import Tree, project_events
 from substreams import forkserver_process
 from substreams.api import Event
-from substreams.forkserver_process import UndecodableChunk
+from substreams.run import UndecodableChunk
 from substreams.sandbox import Isolation, Loader
 
 __all__ = ["check_chunk", "chunk_source", "decode_chunk", "fetch_chunk"]

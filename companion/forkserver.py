@@ -29,7 +29,6 @@ thread that started it) and its children with it.
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 from collections.abc import Sequence
 
@@ -38,11 +37,9 @@ from prometheus_client import Counter
 from eventstore.blob import DecodeLimits
 from eventstore.names import ChunkKey
 from substreams.api import Substream
-from substreams.child import LOAD_CPU_S
 from substreams.forkserver import ForkServer, ForkServerUnavailable
-from substreams.forkserver_process import outcome_from
 from substreams.protocol import Limits
-from substreams.sandbox import LOAD_TIMEOUT_S, Outcome, SandboxUnavailable
+from substreams.sandbox import Outcome, SandboxUnavailable
 
 log = logging.getLogger(__name__)
 
@@ -52,10 +49,6 @@ FORK_SERVER_STARTS_TOTAL = Counter(
     "companion_fork_server_starts_total",
     "Fork servers started by the companion's workers (a restart after a death counts too)",
 )
-
-#: Allowance per request on top of the runs' own deadlines (server and child setup), s.
-_MARGIN_S = 10.0
-
 
 class ChunkServer:
     """One worker's fork server for its chunk threads (module docstring); lazy.
@@ -115,49 +108,19 @@ class ChunkServer:
         Raises:
             SandboxUnavailable: see the module docstring.
         """
-        header = {
-            "kind": "chunk",
-            "chunks": [
-                {
-                    "plugins": [
-                        {"origin": s.origin, "name": s.name, "version": s.version} for s in subs
-                    ],
-                    "ctx": [key.epoch, key.dc, key.type, key.subtype, key.chunk],
-                }
-                for subs, _, key in chunks
-            ],
-            "decode_limits": dataclasses.asdict(decode_limits),
-            "cap": None if cap is None else list(dataclasses.astuple(cap)),
-            "max_parallel": max_parallel,
-        }
-        runs = [Limits.of(s, cap) for subs, _, _ in chunks for s in subs]
-        deadline_s = (
-            _MARGIN_S
-            + LOAD_TIMEOUT_S
-            + LOAD_CPU_S
-            + sum(lim.timeout_s + lim.kill_grace_s for lim in runs)
-        )
         key = chunks[0][2]
         where = f"companion: epoch={key.epoch} dc={key.dc} key={key} (+{len(chunks) - 1})"
         try:
-            reply, payloads = self.server.request(
-                header, [blob for _, blob, _ in chunks], deadline_s, where
+            served = self.server.run_chunks(
+                chunks, decode_limits=decode_limits, cap=cap, max_parallel=max_parallel, where=where
             )
         except ForkServerUnavailable as e:
             raise SandboxUnavailable(f"sandbox: {e}") from e
-        if "chunks" not in reply:  # the request itself failed there
-            why = reply.get("unavailable", "no outcomes in the reply")
-            raise SandboxUnavailable(f"sandbox: fork server: {why}")
-        unavailable = reply.get("unavailable")
-        blobs = iter(payloads)
         results: list[tuple[list[Outcome | None], dict[int, str]]] = []
-        for (subs, _, _), got in zip(chunks, reply["chunks"], strict=True):
-            outcomes: list[Outcome | None] = []
-            causes = {int(i): f"sandbox: {why}" for i, why in got["refused"].items()}
-            for i, (sub, fields) in enumerate(zip(subs, got["outcomes"], strict=True)):
-                payload = next(blobs)
-                outcomes.append(None if fields is None else outcome_from(sub.name, fields, payload))
-                if fields is None and i not in causes:
-                    causes[i] = str(unavailable)
-            results.append((outcomes, causes))
-        return results, float(reply.get("server_cpu_s", 0.0))
+        for chunk in served.chunks:
+            causes = {i: f"sandbox: {why}" for i, why in chunk.refused.items()}
+            for i, outcome in enumerate(chunk.outcomes):
+                if outcome is None and i not in causes:
+                    causes[i] = str(served.unavailable)
+            results.append((chunk.outcomes, causes))
+        return results, served.server_cpu_s

@@ -30,8 +30,8 @@ from collections.abc import Sequence
 from companion.settings import CompanionSettings
 from eventstore.names import ChunkKey
 from substreams.api import Substream
-from substreams.forkserver_process import UndecodableChunk
 from substreams.query.run import is_query, run_queries
+from substreams.run import UndecodableChunk
 from substreams.sandbox import Limits, Outcome
 
 __all__ = ["run_native", "split_queries"]

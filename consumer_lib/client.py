@@ -39,7 +39,7 @@ from typing import Any
 from consumer_lib import defaults, fullstream, listing, substream
 from consumer_lib.discovery import configured_nodes, live_nodes, zk_client
 from consumer_lib.errors import InvalidArgument, SubstreamNotFound
-from consumer_lib.forkserver import ForkServer
+from consumer_lib.forkserver import fallback_server
 from consumer_lib.gaps import SubstreamResults
 from consumer_lib.listing import Inventory
 from consumer_lib.plugins import PluginCatalog
@@ -59,6 +59,7 @@ from eventstore.errors import InvalidName
 from eventstore.names import DEFAULT_NAMESPACES, MetadataKey, Namespaces
 from eventstore.riak import Retry
 from eventstore.riak.types import Quorum
+from substreams import forkserver
 
 __all__ = ["EventsClient"]
 
@@ -152,10 +153,10 @@ class EventsClient:
         self._executor: ThreadPoolExecutor | None = None
         self._lock = threading.Lock()
         # Started on the first fallback; runs the fallback's sandboxed children.
-        self._forkserver = ForkServer(max_connections=concurrency)
+        self._forkserver = fallback_server(max_connections=concurrency)
 
     @property
-    def fallback_server(self) -> ForkServer:
+    def fallback_server(self) -> forkserver.ForkServer:
         """The fork server the fallback's sandboxed runs fork from (its ``pid`` is None
         until the first fallback, and after :meth:`close`)."""
         return self._forkserver

@@ -62,7 +62,9 @@ def fallback_server(*, max_connections: int = 4) -> forkserver.ForkServer:
     Args:
         max_connections: requests in flight at once (more callers wait for one).
     """
-    return ForkServer(max_connections=max_connections)
+    return forkserver.ForkServer(
+        LABEL, max_connections=max_connections, on_start=SERVER_STARTS_TOTAL.inc
+    )
 
 
 class ForkServerFailed(ConsumerError):

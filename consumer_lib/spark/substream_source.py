@@ -66,7 +66,7 @@ from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
 from consumer_lib import defaults
-from consumer_lib.forkserver import ForkServer
+from consumer_lib.forkserver import fallback_server
 from consumer_lib.plugins import PluginCatalog
 from consumer_lib.ranges import EpochRange
 from consumer_lib.spark.source import EpochSlice, SourceOptions, SparkSourceError
@@ -214,7 +214,7 @@ def read_results(options: SubstreamOptions, start: int, stop: int) -> Iterator[p
     executor = ThreadPoolExecutor(defaults.CONCURRENCY, thread_name_prefix="spark-substream")
     # The task's fallbacks fork from it, not from the executor's Python worker; it ends
     # with the task (finally below), or with the worker if the worker dies.
-    server = ForkServer(max_connections=defaults.CONCURRENCY)
+    server = fallback_server(max_connections=defaults.CONCURRENCY)
     try:
         plugin = load_plugin(catalog, options.name, options.fallback)
         reader = SubstreamReader(

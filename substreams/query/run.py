@@ -44,12 +44,12 @@ from sereal_codec import compression
 from sereal_codec.document import DEFAULT_MAX_DEPTH, read_layout
 from sereal_codec.projection import compile_fields
 from substreams.api import Substream
-from substreams.forkserver_process import decode_chunk
 from substreams.protocol import Limits
 from substreams.query.evaluate import Rows, evaluate
 from substreams.query.native import Program, compile_program, evaluate_body
 from substreams.query.plan import Plan, from_dict, to_dict
 from substreams.results import ok_value
+from substreams.run import decode_chunk
 from substreams.sandbox import Outcome
 
 __all__ = ["is_query", "program_for", "run_queries"]
