@@ -336,3 +336,28 @@ def test_the_program_is_data_checked_before_use() -> None:
         query_evaluate(*args, program.words[:-8], program.pool, program.names, program.consts)
     with pytest.raises(ValueError, match="column names"):
         query_evaluate(*args, program.words, program.pool, ((),), program.consts)
+
+
+# -- the walk's memo of which field a key names (query_walk.c, child_named) -----------------
+
+
+def test_a_key_deduplicated_across_parents_names_each_parent_s_own_field() -> None:
+    # With deduplicated strings the key "field" is written once and copied (COPY: keys
+    # of four bytes or more): under the top level, under "alpha" and under "beta". The
+    # walk remembers a key's field by the key's position and the node it was looked up
+    # under; were the node left out, "alpha.field" would be read as the top-level
+    # "field" (and the walk give up on a key seen twice) from the first copy on.
+    sql = 'SELECT field, "alpha.field" AS ax, "beta.field" AS bx FROM events'
+    plan = parse_query("m", sql + ' WHERE "beta.field" > 1')
+    evs = [{"field": i, "alpha": {"field": 10 + i}, "beta": {"field": 100 + i}} for i in range(40)]
+    evs += [{"beta": {"field": 5}, "alpha": {"field": 6}, "field": 7}]  # another order
+    doc = sereal.encode(evs, dedupe_strings=True, compress=None)
+    assert doc.count(b"field") == 1, "the key is copied, not written again"
+    assert check([plan], evs, dedupe=True), "the walk takes deduplicated keys"
+    rows = native([plan], doc)
+    assert rows is not None and rows[0] is not None
+    assert rows[0][0] == {"field": 0, "ax": 10, "bx": 100}
+    assert rows[0][-1] == {"field": 7, "ax": 6, "bx": 5}
+    # More distinct keys than the memo has entries (512): collisions fall back to a scan.
+    wide = [{f"key{j}": j for j in range(700)} | {"field": i} for i in range(3)]
+    assert check([parse_query("w", "SELECT field, key699 FROM events")], wide, dedupe=True)
