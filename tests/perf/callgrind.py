@@ -157,7 +157,7 @@ def _measure(workdir: Path) -> Measurement:
         "LANG": "C.UTF-8",
         "PYTHONHASHSEED": "0",
         "PYTHONDONTWRITEBYTECODE": "1",
-        "PYTHONPATH": str(Path(sereal.__file__).parents[2]),
+        "PYTHONPATH": str(Path(sereal.__file__).parents[1]),
     }
     proc = subprocess.run(
         argv,
