@@ -32,6 +32,7 @@ ratio cannot exceed it by much, and it moves less with others' load.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import platform
 import statistics
@@ -41,10 +42,10 @@ import tempfile
 import time
 import types
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from events import generate_events, store_epoch
 from report import emit, figure
@@ -101,6 +102,34 @@ def before_source(rev: str) -> type:
     cloudpickle.register_pickle_by_value(module)  # type: ignore[no-untyped-call]
     source: type = module.BeforeDataSource
     return source
+
+
+class StoredRange(NamedTuple):
+    """What :func:`stored_range` wrote."""
+
+    url: str  # the devnode's
+    json_dir: Path  # the same events as JSON Lines
+    events: int
+    stored_bytes: int
+    write_s: float
+
+
+@contextlib.contextmanager
+def stored_range(prefix: str, epochs: int, per_epoch: int) -> Iterator[StoredRange]:
+    """A devnode in a temporary directory (named with ``prefix``) holding
+    :func:`write_range`'s epochs, with their JSON Lines beside it; stopped on leaving."""
+    with tempfile.TemporaryDirectory(prefix=prefix) as tmp:
+        json_dir = Path(tmp) / "json"
+        json_dir.mkdir()
+        node = DevnodeProcess(Path(tmp) / "devnode").start()
+        try:
+            with RiakClient([node.url]) as riak:
+                t0 = time.perf_counter()
+                events, stored = write_range(riak, epochs, per_epoch, json_dir)
+                write_s = time.perf_counter() - t0
+            yield StoredRange(node.url, json_dir, events, stored, write_s)
+        finally:
+            node.stop()
 
 
 def write_range(riak: RiakClient, epochs: int, per_epoch: int, json_dir: Path) -> tuple[int, int]:
@@ -205,6 +234,43 @@ def best_of_rounds(
     return results, rounds
 
 
+def print_table(
+    title: str,
+    results: dict[str, Measurement],
+    rounds: list[dict[str, tuple[float, float]]],
+    labels: dict[str, str],
+    n_events: int,
+    *,
+    width: int,
+) -> None:
+    """Each row's best run (events/s, x the anchor row, seconds, CPU seconds, load), then
+    each row as a multiple of the anchor in the same round (when there is an anchor
+    row); ``width``: of the label column."""
+    print(title)
+    print(
+        f"{'':{width}} {'events/s':>10} {'x anchor':>8} {'s':>7} {'jvm cpu':>8} "
+        f"{'py cpu':>7} {'devnode':>8}  load"
+    )
+    anchor = results.get("anchor")
+    for row, (secs, cpu, load) in results.items():
+        ratio = f"{anchor[0] / secs:8.2f}" if anchor else f"{'':8}"
+        print(
+            f"{labels[row]:{width}} {n_events / secs:10,.0f} {ratio} {secs:7.2f} "
+            f"{cpu.get('jvm', 0):8.2f} {cpu.get('python workers', 0):7.2f} "
+            f"{cpu.get('devnode', 0):8.2f}  {load}"
+        )
+    if not anchor:
+        return
+    print("\nx anchor of the same round: wall min / median / max (each round); CPU median")
+    for row in results:
+        ratios = [r["anchor"][0] / r[row][0] for r in rounds]
+        cpu_ratio = statistics.median(r["anchor"][1] / r[row][1] for r in rounds)
+        print(
+            f"{labels[row]:{width}} {min(ratios):.2f} / {statistics.median(ratios):.2f} / "
+            f"{max(ratios):.2f}  ({' '.join(f'{x:.2f}' for x in ratios)}); CPU {cpu_ratio:.2f}"
+        )
+
+
 def machine_line() -> str:
     """The processor, cores, Python and load average, for a bench's header."""
     return (
@@ -241,93 +307,62 @@ def main() -> None:
 
     from consumer_lib.spark import load_events, register
 
-    with tempfile.TemporaryDirectory(prefix="spark-bench-") as tmp:
-        json_dir = Path(tmp) / "json"
-        json_dir.mkdir()
-        node = DevnodeProcess(Path(tmp) / "devnode").start()
-        riak = RiakClient([node.url])
-        try:
-            t0 = time.perf_counter()
-            n_events, stored = write_range(riak, args.epochs, args.events, json_dir)
-            json_bytes = sum(p.stat().st_size for p in json_dir.iterdir())
-            print(
-                f"wrote {args.epochs} epochs, {n_events} events, {stored / 1e6:.1f} MB stored, "
-                f"{json_bytes / 1e6:.1f} MB of JSON lines in {time.perf_counter() - t0:.1f}s "
-                f"(codec: {sereal.IMPLEMENTATION})"
-            )
-            print(machine_line())
-            spark = start_spark(args.driver_memory)
-            register(spark)
-            if args.before:
-                spark.dataSource.register(before_source(args.before))
-            options: dict[str, Any] = {"nodes": node.url, "dc": DC, "start": FIRST_EPOCH}
-            options["end"] = FIRST_EPOCH + args.epochs
-            schema = spark.read.json(str(json_dir)).schema  # inferred once, untimed
+    with stored_range("spark-bench-", args.epochs, args.events) as data:
+        json_dir, n_events = data.json_dir, data.events
+        json_bytes = sum(p.stat().st_size for p in json_dir.iterdir())
+        print(
+            f"wrote {args.epochs} epochs, {n_events} events, "
+            f"{data.stored_bytes / 1e6:.1f} MB stored, "
+            f"{json_bytes / 1e6:.1f} MB of JSON lines in {data.write_s:.1f}s "
+            f"(codec: {sereal.IMPLEMENTATION})"
+        )
+        print(machine_line())
+        spark = start_spark(args.driver_memory)
+        register(spark)
+        if args.before:
+            spark.dataSource.register(before_source(args.before))
+        options: dict[str, Any] = {"nodes": data.url, "dc": DC, "start": FIRST_EPOCH}
+        options["end"] = FIRST_EPOCH + args.epochs
+        schema = spark.read.json(str(json_dir)).schema  # inferred once, untimed
 
-            def frame(row: str) -> Any:
-                if row == "json":
-                    return spark.read.schema(schema).json(str(json_dir))
-                if row == "anchor":
-                    text = spark.read.text(str(json_dir))
-                    return text.select(parse_json(col("value")).alias("event"))
-                if row == "variant":
-                    return load_events(spark, **options)
-                if row == "before":
-                    reader = spark.read.format(BEFORE_NAME)
-                    reader = reader.option("parallelism", spark.sparkContext.defaultParallelism)
-                else:
-                    reader = spark.read.format("riak-events").option("event", "json")
-                for name, value in options.items():
-                    reader = reader.option(name, str(value))
-                return reader.load()
+        def frame(row: str) -> Any:
+            if row == "json":
+                return spark.read.schema(schema).json(str(json_dir))
+            if row == "anchor":
+                text = spark.read.text(str(json_dir))
+                return text.select(parse_json(col("value")).alias("event"))
+            if row == "variant":
+                return load_events(spark, **options)
+            if row == "before":
+                reader = spark.read.format(BEFORE_NAME)
+                reader = reader.option("parallelism", spark.sparkContext.defaultParallelism)
+            else:
+                reader = spark.read.format("riak-events").option("event", "json")
+            for name, value in options.items():
+                reader = reader.option(name, str(value))
+            return reader.load()
 
-            labels = {
-                "json": "JSON reader, schema given",
-                "anchor": "text + parse_json (anchor)",
-                "variant": "source, event VARIANT",
-                "text": "source, event JSON text",
-                "before": f"source VARIANT at {args.before}"[:28],
-            }
-            frames = {}
-            for row in rows:
-                frames[row] = frame(row)
-                got = frames[row].count()
-                assert got == n_events, (row, got, n_events)
-            results, rounds = best_of_rounds(frames, args.repeat)
-            print(
-                f"\n{n_events} events, {args.epochs}-epoch range, local[2], noop write, "
-                f"best of {args.repeat}"
-            )
-            print(
-                f"{'':28} {'events/s':>10} {'x anchor':>8} {'s':>7} {'jvm cpu':>8} "
-                f"{'py cpu':>7} {'devnode':>8}  load"
-            )
-            anchor = results.get("anchor")
-            for row, (secs, cpu, load) in results.items():
-                ratio = f"{anchor[0] / secs:8.2f}" if anchor else f"{'':8}"
-                print(
-                    f"{labels[row]:28} {n_events / secs:10,.0f} {ratio} {secs:7.2f} "
-                    f"{cpu.get('jvm', 0):8.2f} {cpu.get('python workers', 0):7.2f} "
-                    f"{cpu.get('devnode', 0):8.2f}  {load}"
-                )
-            if anchor:
-                print(
-                    "\nx anchor of the same round: wall min / median / max (each round); CPU median"
-                )
-                for row in frames:
-                    ratios = [r["anchor"][0] / r[row][0] for r in rounds]
-                    cpu_ratio = statistics.median(r["anchor"][1] / r[row][1] for r in rounds)
-                    print(
-                        f"{labels[row]:28} {min(ratios):.2f} / {statistics.median(ratios):.2f} / "
-                        f"{max(ratios):.2f}  ({' '.join(f'{x:.2f}' for x in ratios)}); "
-                        f"CPU {cpu_ratio:.2f}"
-                    )
-            if args.json:
-                headline(results, labels, n_events, args.epochs, args.events)
-            spark.stop()
-        finally:
-            riak.close()
-            node.stop()
+        labels = {
+            "json": "JSON reader, schema given",
+            "anchor": "text + parse_json (anchor)",
+            "variant": "source, event VARIANT",
+            "text": "source, event JSON text",
+            "before": f"source VARIANT at {args.before}"[:28],
+        }
+        frames = {}
+        for row in rows:
+            frames[row] = frame(row)
+            got = frames[row].count()
+            assert got == n_events, (row, got, n_events)
+        results, rounds = best_of_rounds(frames, args.repeat)
+        title = (
+            f"\n{n_events} events, {args.epochs}-epoch range, local[2], noop write, "
+            f"best of {args.repeat}"
+        )
+        print_table(title, results, rounds, labels, n_events, width=28)
+        if args.json:
+            headline(results, labels, n_events, args.epochs, args.events)
+        spark.stop()
 
 
 def headline(

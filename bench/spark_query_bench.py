@@ -27,10 +27,6 @@ CPU ratio. Target (issue 23): pushdown >= 3x the anchor.
 from __future__ import annotations
 
 import argparse
-import statistics
-import tempfile
-import time
-from pathlib import Path
 from typing import Any
 
 from report import emit, figure
@@ -40,13 +36,12 @@ from spark_bench import (
     Measurement,
     best_of_rounds,
     machine_line,
+    print_table,
     start_spark,
-    write_range,
+    stored_range,
 )
 
 import sereal_codec as sereal
-from devnode.testing import DevnodeProcess
-from eventstore.riak import RiakClient
 
 #: The filter and projection, in the query plugins' SQL (``load_events``) ...
 WHERE = "typeof(status) = 'integer' AND status BETWEEN 500 AND 599"
@@ -81,43 +76,35 @@ def main() -> None:
 
     from consumer_lib.spark import load_events
 
-    with tempfile.TemporaryDirectory(prefix="spark-query-bench-") as tmp:
-        json_dir = Path(tmp) / "json"
-        json_dir.mkdir()
-        node = DevnodeProcess(Path(tmp) / "devnode").start()
-        riak = RiakClient([node.url])
-        try:
-            t0 = time.perf_counter()
-            n_events, stored = write_range(riak, args.epochs, args.events, json_dir)
-            print(
-                f"wrote {args.epochs} epochs, {n_events} events, {stored / 1e6:.1f} MB stored "
-                f"in {time.perf_counter() - t0:.1f}s (codec: {sereal.IMPLEMENTATION})"
-            )
-            print(machine_line())
-            spark = start_spark(args.driver_memory)
-            options = {"nodes": node.url, "dc": DC, "start": FIRST_EPOCH}
-            options["end"] = FIRST_EPOCH + args.epochs
-            text = spark.read.text(str(json_dir))
-            frames: dict[str, Any] = {
-                "anchor": text.select(parse_json(col("value")).alias("event"))
-                .where(SPARK_WHERE)
-                .selectExpr(*SPARK_SELECT),
-                "sql": load_events(spark, **options)
-                .where(SPARK_WHERE)
-                .selectExpr(*KEYS, *SPARK_SELECT),
-                "pushdown": load_events(spark, where=WHERE, select=SELECT, **options),
-            }
-            counts = {row: df.count() for row, df in frames.items()}
-            assert len(set(counts.values())) == 1 and counts["anchor"] > 0, counts
-            print(f"rows kept: {counts['anchor']} of {n_events} events")
-            results, rounds = best_of_rounds(frames, args.repeat)
-            report(results, rounds, n_events, args)
-            if args.json:
-                headline(results, n_events, args.epochs, args.events)
-            spark.stop()
-        finally:
-            riak.close()
-            node.stop()
+    with stored_range("spark-query-bench-", args.epochs, args.events) as data:
+        json_dir, n_events = data.json_dir, data.events
+        print(
+            f"wrote {args.epochs} epochs, {n_events} events, "
+            f"{data.stored_bytes / 1e6:.1f} MB stored "
+            f"in {data.write_s:.1f}s (codec: {sereal.IMPLEMENTATION})"
+        )
+        print(machine_line())
+        spark = start_spark(args.driver_memory)
+        options = {"nodes": data.url, "dc": DC, "start": FIRST_EPOCH}
+        options["end"] = FIRST_EPOCH + args.epochs
+        text = spark.read.text(str(json_dir))
+        frames: dict[str, Any] = {
+            "anchor": text.select(parse_json(col("value")).alias("event"))
+            .where(SPARK_WHERE)
+            .selectExpr(*SPARK_SELECT),
+            "sql": load_events(spark, **options)
+            .where(SPARK_WHERE)
+            .selectExpr(*KEYS, *SPARK_SELECT),
+            "pushdown": load_events(spark, where=WHERE, select=SELECT, **options),
+        }
+        counts = {row: df.count() for row, df in frames.items()}
+        assert len(set(counts.values())) == 1 and counts["anchor"] > 0, counts
+        print(f"rows kept: {counts['anchor']} of {n_events} events")
+        results, rounds = best_of_rounds(frames, args.repeat)
+        report(results, rounds, n_events, args)
+        if args.json:
+            headline(results, n_events, args.epochs, args.events)
+        spark.stop()
 
 
 def report(
@@ -126,29 +113,11 @@ def report(
     n_events: int,
     args: argparse.Namespace,
 ) -> None:
-    print(
+    title = (
         f"\n{n_events} events, {args.epochs}-epoch range, local[2], noop write, "
         f"best of {args.repeat}; WHERE {WHERE}; SELECT {', '.join(SELECT)}"
     )
-    print(
-        f"{'':26} {'events/s':>10} {'x anchor':>8} {'s':>7} {'jvm cpu':>8} "
-        f"{'py cpu':>7} {'devnode':>8}  load"
-    )
-    anchor = results["anchor"]
-    for row, (secs, cpu, load) in results.items():
-        print(
-            f"{LABELS[row]:26} {n_events / secs:10,.0f} {anchor[0] / secs:8.2f} {secs:7.2f} "
-            f"{cpu.get('jvm', 0):8.2f} {cpu.get('python workers', 0):7.2f} "
-            f"{cpu.get('devnode', 0):8.2f}  {load}"
-        )
-    print("\nx anchor of the same round: wall min / median / max (each round); CPU median")
-    for row in results:
-        ratios = [r["anchor"][0] / r[row][0] for r in rounds]
-        cpu_ratio = statistics.median(r["anchor"][1] / r[row][1] for r in rounds)
-        print(
-            f"{LABELS[row]:26} {min(ratios):.2f} / {statistics.median(ratios):.2f} / "
-            f"{max(ratios):.2f}  ({' '.join(f'{x:.2f}' for x in ratios)}); CPU {cpu_ratio:.2f}"
-        )
+    print_table(title, results, rounds, LABELS, n_events, width=26)
 
 
 def headline(results: dict[str, Measurement], n_events: int, epochs: int, per_epoch: int) -> None:

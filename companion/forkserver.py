@@ -50,6 +50,7 @@ FORK_SERVER_STARTS_TOTAL = Counter(
     "Fork servers started by the companion's workers (a restart after a death counts too)",
 )
 
+
 class ChunkServer:
     """One worker's fork server for its chunk threads (module docstring); lazy.
 

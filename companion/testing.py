@@ -32,7 +32,7 @@ from devnode.testing import DevnodeProcess, free_port
 from eventstore.blob import pack_blob
 from eventstore.names import ChunkKey, format_metadata
 from eventstore.riak import NotFound, Retry, RiakClient
-from fleet.harness import ServerProcess, environment_without
+from fleet.harness import ServerProcess, children_of, environment_without
 from substreams.results import ResultRecord, read_result
 
 __all__ = [
@@ -158,19 +158,6 @@ def process_alive(pid: int) -> bool:
         state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
         return state != "Z"
     return False
-
-
-def children_of(pid: int) -> list[int]:
-    """The live child processes of ``pid`` (a companion master's: its workers)."""
-    children = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        with contextlib.suppress(OSError, IndexError, ValueError):
-            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-            if int(fields[1]) == pid and fields[0] != "Z":
-                children.append(int(entry.name))
-    return sorted(children)
 
 
 def fork_servers_of(workers: Sequence[int], timeout_s: float = 30.0) -> list[int]:

@@ -3,7 +3,8 @@
 It picks a free loopback port, starts ``python -m devnode`` as a subprocess
 with its log in a file, waits until ``/ping`` answers, and stops it with SIGTERM (then
 SIGKILL); see :mod:`fleet.harness`. ``log_text()`` returns the log so a
-failing test can show it.
+failing test can show it. :class:`StoreProxy` stands in front of a store (a devnode or
+Riak) to refuse chosen requests.
 """
 
 from __future__ import annotations
@@ -11,7 +12,9 @@ from __future__ import annotations
 import http.client
 import socket
 import sys
+import threading
 from collections.abc import Mapping, Sequence
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import NamedTuple
 from urllib.parse import urlsplit
@@ -59,6 +62,76 @@ def raw_request(
         return RawResponse(response.status, answered, response.read())
     finally:
         connection.close()
+
+
+class StoreProxy:
+    """An HTTP proxy on a free loopback port (``url``) in front of the store at
+    ``upstream``, for fault injection: each request is first shown to :meth:`refuse`
+    (from the proxy's threads); a status it returns is answered with nothing forwarded,
+    else the request goes to the store and its answer comes back. ``lock`` is for a
+    subclass's counters.
+    """
+
+    def __init__(self, upstream: str) -> None:
+        self.lock = threading.Lock()
+        up = urlsplit(upstream)
+        self._upstream = (up.hostname or "127.0.0.1", up.port)
+        proxy = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, format: str, *args: object) -> None:
+                pass
+
+            def _forward(self) -> None:
+                proxy._forward(self)
+
+            do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = _forward  # noqa: N815
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
+        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+
+    def refuse(self, method: str, path: str) -> int | None:
+        """The status to answer ``method path`` with instead of forwarding it, or None
+        to forward it (this proxy forwards everything)."""
+        return None
+
+    def close(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+    def _forward(self, request: BaseHTTPRequestHandler) -> None:
+        length = int(request.headers.get("Content-Length") or 0)
+        body = request.rfile.read(length) if length else None
+        status = self.refuse(request.command, request.path)
+        if status is not None:
+            _answer(request, status, [], b"refused by the test proxy")
+            return
+        conn = http.client.HTTPConnection(*self._upstream, timeout=30)
+        skip = {"host", "connection", "content-length", "transfer-encoding"}
+        headers = {k: v for k, v in request.headers.items() if k.lower() not in skip}
+        conn.request(request.command, request.path, body=body, headers=headers)
+        resp = conn.getresponse()
+        data = resp.read()
+        conn.close()
+        drop = skip | {"server", "date"}  # send_response writes its own
+        kept = [(k, v) for k, v in resp.getheaders() if k.lower() not in drop]
+        _answer(request, resp.status, kept, data)
+
+
+def _answer(
+    request: BaseHTTPRequestHandler, status: int, headers: list[tuple[str, str]], body: bytes
+) -> None:
+    request.send_response(status)
+    for k, v in headers:
+        request.send_header(k, v)
+    request.send_header("Content-Length", str(len(body)))
+    request.end_headers()
+    if request.command != "HEAD":
+        request.wfile.write(body)
 
 
 class DevnodeProcess(ServerProcess):

@@ -30,7 +30,7 @@ from eventstore.errors import EventStoreError
 from eventstore.names import DEFAULT_NAMESPACES, ChunkKey, MetadataKey, parse_metadata
 from eventstore.options import check_dc, check_node_urls, check_riak_node, json_option
 from eventstore.riak import NotFound, RiakClient, RiakError
-from eventstore.sereal_cli import to_json
+from eventstore.sereal_cli import binary_option, to_json
 
 __all__ = ["chunk", "metadata", "parse_epoch"]
 
@@ -112,13 +112,7 @@ def chunk() -> None:
 @click.argument("key")
 @_node_option
 @click.option("--raw", is_flag=True, help="Write the stored bytes (blob with checksum) as-is.")
-@click.option(
-    "--binary",
-    type=click.Choice(["utf8", "latin1", "bytes"]),
-    default="utf8",
-    show_default=True,
-    help="How Perl binary strings decode.",
-)
+@binary_option
 @json_option
 def chunk_get(key: str, node: str, raw: bool, binary: str, as_json: bool) -> None:
     """Print the events of chunk KEY (``epoch:dc:type:subtype:chunk``), one JSON per line

@@ -62,6 +62,17 @@ def _document(stream: BinaryIO) -> bytes:
         raise click.ClickException(str(exc)) from exc
 
 
+#: ``--binary``: how Perl binary strings decode (parameter ``binary``), for every command
+#: that decodes Sereal (``sereal decode``, ``chunk get``).
+binary_option = click.option(
+    "--binary",
+    type=click.Choice(["utf8", "latin1", "bytes"]),
+    default="utf8",
+    show_default=True,
+    help="How Perl binary strings decode.",
+)
+
+
 @click.group("sereal")
 def sereal_command() -> None:
     """Inspect and produce Sereal documents."""
@@ -90,13 +101,7 @@ def header_command(file: BinaryIO) -> None:
 
 @sereal_command.command("decode")
 @click.argument("file", type=click.File("rb"))
-@click.option(
-    "--binary",
-    type=click.Choice(["utf8", "latin1", "bytes"]),
-    default="utf8",
-    show_default=True,
-    help="How Perl binary strings decode.",
-)
+@binary_option
 @click.option("--pretty", is_flag=True, help="Indent the JSON.")
 @click.option("--json", "as_json", is_flag=True,
               help="Print the value as JSON (what decode always prints; accepted like "

@@ -4,6 +4,7 @@ back."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from eventstore.blob import pack_blob, unpack_blob
@@ -11,7 +12,7 @@ from eventstore.chunking import Chunk
 from eventstore.names import ChunkKey, MetadataKey, format_metadata
 from eventstore.riak import RiakClient
 
-__all__ = ["Spec", "store_chunks", "unpacked_events", "write_epoch"]
+__all__ = ["Spec", "store_chunks", "stored_by_type", "unpacked_events", "write_epoch"]
 
 #: (type, subtype) -> the events of each of its chunks, in chunk order.
 Spec = dict[tuple[str, str], list[list[dict[str, Any]]]]
@@ -29,6 +30,28 @@ def unpacked_events(chunks: list[Chunk]) -> list[Any]:
         assert isinstance(value, list)
         assert len(value) == c.count
         out.extend(value)
+    return out
+
+
+def stored_by_type(
+    events: Sequence[dict[str, Any]], per_chunk: int, *, empty: bool = False
+) -> list[tuple[ChunkKey, bytes, list[Any]]]:
+    """The ``web``, ``lb`` and ``cron`` events of ``events`` cut into chunks of
+    ``per_chunk`` in order, as stored: ``(key, blob, the blob's events decoded back)``
+    (through the stored form, so a caller sees what a reader decodes). A type's chunks
+    are of epoch ``1_700_000_000 + i`` (i its index in that list), dc ``dc1``, subtype
+    ``main``; ``empty`` adds an empty ``web`` chunk last (epoch 1_700_000_009, subtype
+    ``""``).
+    """
+    out = []
+    for i, type_ in enumerate(("web", "lb", "cron")):
+        of_type = [e for e in events if e["type"] == type_]
+        for chunk, start in enumerate(range(0, len(of_type), per_chunk)):
+            key = ChunkKey(1_700_000_000 + i, "dc1", type_, "main", chunk)
+            blob = pack_blob(of_type[start : start + per_chunk])
+            out.append((key, blob, unpack_blob(blob, key=key.format())))
+    if empty:
+        out.append((ChunkKey(1_700_000_009, "dc1", "web", "", 0), pack_blob([]), []))
     return out
 
 

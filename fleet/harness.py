@@ -4,7 +4,8 @@
 output appended to a log file, waits until a health check passes, and stops it with
 SIGTERM, then SIGKILL of the whole group, so no worker or child outlives a test. The
 harnesses built on it (the devnode, the companion, the relocator, ZooKeeper) add only
-their command line and their health check.
+their command line and their health check. :func:`live_processes` and
+:func:`children_of` read ``/proc`` for what a test or a harness left running.
 
 Failure semantics: :meth:`ServerProcess._launch` raises ``RuntimeError`` holding the
 process's log when it exits before it is healthy, or when it is not healthy by the
@@ -19,14 +20,35 @@ import os
 import signal
 import subprocess
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import TypeVar
 
-__all__ = ["ServerProcess", "environment_without"]
+__all__ = ["ServerProcess", "children_of", "environment_without", "live_processes"]
 
 _S = TypeVar("_S", bound="ServerProcess")
+
+
+def live_processes() -> Iterator[tuple[int, list[str]]]:
+    """Every live process (not a zombie waiting to be reaped): its pid and the fields of
+    its ``/proc/PID/stat`` after the command name (``[0]`` the state, ``[1]`` the
+    parent's pid, ``[2]`` the process group). One that ends while it is read is left out.
+    """
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if fields[0] != "Z":
+            yield int(entry.name), fields
+
+
+def children_of(pid: int) -> list[int]:
+    """The live child processes of ``pid``, sorted."""
+    return sorted(child for child, fields in live_processes() if int(fields[1]) == pid)
 
 
 def environment_without(prefixes: Sequence[str] = ("RIAK_EVENTS_",)) -> dict[str, str]:

@@ -84,6 +84,17 @@ def _node(url: str, timeout_s: float) -> dict[str, Any]:
     return entry
 
 
+def _probe(entry: dict[str, Any], path: str, timeout_s: float) -> dict[str, Any] | None:
+    """The JSON object a daemon serves at ``path`` of ``entry["url"]``, ``entry["up"]``
+    then set; or None, ``entry["error"]`` saying why."""
+    view, error = get_json(f"{entry['url']}{path}", timeout_s=timeout_s)
+    if not isinstance(view, dict):
+        entry["error"] = error or f"unexpected {path}"
+        return None
+    entry["up"] = True
+    return view
+
+
 def _window(info: dict[str, Any], window_s: float, now: float) -> dict[str, Any]:
     """Runs and failures of the series' points that start in the last ``window_s``."""
     runs = failures = 0
@@ -118,11 +129,9 @@ def _companion(
     max_failure_rate: float = MAX_FAILURE_RATE,
 ) -> dict[str, Any]:
     entry: dict[str, Any] = {"url": url, "up": False, "error": None, "substreams": {}}
-    view, error = get_json(f"{url}/v1/status", timeout_s=timeout_s)
-    if not isinstance(view, dict):
-        entry["error"] = error or "unexpected /v1/status"
+    view = _probe(entry, "/v1/status", timeout_s)
+    if view is None:
         return entry
-    entry["up"] = True
     entry["workers"] = view.get("workers")
     entry["queue_depth"] = view.get("queue_depth")
     # Plugins that did not load: named where the companion says which (load_failed),
@@ -174,11 +183,9 @@ def _lag(metrics_text: str) -> dict[str, float | None]:
 
 def _relocator(url: str, timeout_s: float) -> dict[str, Any]:
     entry: dict[str, Any] = {"url": url, "up": False, "error": None}
-    status, error = get_json(f"{url}/status", timeout_s=timeout_s)
-    if not isinstance(status, dict):
-        entry["error"] = error or "unexpected /status"
+    status = _probe(entry, "/status", timeout_s)
+    if status is None:
         return entry
-    entry["up"] = True
     entry["id"] = status.get("zk_id")
     entry["backlog"] = status.get("backlog", {})
     entry["events_pushed"] = status.get("events_pushed", {})

@@ -14,7 +14,6 @@ developer's ``~/.config/riak-events/context.toml``.
 
 from __future__ import annotations
 
-import contextlib
 import signal
 import subprocess
 import sys
@@ -22,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from fleet.devstack.state import read_state
-from fleet.harness import ServerProcess, environment_without
+from fleet.harness import ServerProcess, environment_without, live_processes
 
 __all__ = [
     "DevUpProcess",
@@ -53,14 +52,7 @@ def dev_environment(data_dir: Path | None) -> dict[str, str]:
 
 def group_alive(pgid: int) -> bool:
     """Whether a live process (not a zombie waiting to be reaped) is in group ``pgid``."""
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        with contextlib.suppress(OSError, IndexError, ValueError):
-            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-            if int(fields[2]) == pgid and fields[0] != "Z":
-                return True
-    return False
+    return any(int(fields[2]) == pgid for _, fields in live_processes())
 
 
 class DevUpProcess(ServerProcess):

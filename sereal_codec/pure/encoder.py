@@ -13,6 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from sereal_codec import tags
+from sereal_codec.compression import varint_bytes
 from sereal_codec.errors import EncodeDepthExceeded, UnencodableValue
 from sereal_codec.limits import check_max_depth
 from sereal_codec.pure.recursion import room_for
@@ -29,14 +30,7 @@ _NESTING_TYPES = (list, tuple, dict, PerlRef, PerlObject)
 
 def varint(value: int) -> bytes:
     """The canonical (shortest) varint of a non-negative integer."""
-    if value < 0x80:
-        return bytes((value,))
-    out = bytearray()
-    while value >= 0x80:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
+    return bytes((value,)) if value < 0x80 else varint_bytes(value)
 
 
 def encode_body(obj: object, dedupe_strings: bool, max_depth: int) -> bytes:

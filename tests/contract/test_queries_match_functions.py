@@ -33,6 +33,7 @@ from consumer_lib.fallback import run_fallback, run_served
 from consumer_lib.forkserver import ForkServer
 from eventstore.blob import DecodeLimits, pack_blob, unpack_blob
 from eventstore.names import ChunkKey
+from eventstore.testing import stored_by_type
 from relocator.events import generate_events
 from sereal_codec.projection import project_events
 from substreams.api import Context, Substream
@@ -113,18 +114,9 @@ def in_process(sub: Substream, events: list[dict[str, Any]], ctx: Context) -> An
 
 
 def chunks() -> list[tuple[ChunkKey, bytes, list[dict[str, Any]]]]:
-    """(key, stored blob, its events decoded) of the shared generator's events."""
-    events = generate_events(3000, seed=23)
-    out = []
-    for i, type_ in enumerate(("web", "lb", "cron")):
-        of_type = [e for e in events if e["type"] == type_]
-        for chunk, start in enumerate(range(0, len(of_type), 700)):
-            key = ChunkKey(1_700_000_000 + i, "dc1", type_, "main", chunk)
-            blob = pack_blob(of_type[start : start + 700])
-            out.append((key, blob, unpack_blob(blob, key=key.format())))
-    empty = ChunkKey(1_700_000_009, "dc1", "web", "", 0)
-    out.append((empty, pack_blob([]), []))
-    return out
+    """(key, stored blob, its events decoded) of the shared generator's events, and an
+    empty chunk."""
+    return stored_by_type(generate_events(3000, seed=23), 700, empty=True)
 
 
 @pytest.fixture(scope="module")

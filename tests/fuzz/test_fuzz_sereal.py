@@ -8,29 +8,18 @@ reference-count slip). CI runs it for a fixed number of examples.
 
 from __future__ import annotations
 
-import importlib
 import json
 from typing import Any
 
-import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from sereal_codec.errors import SerealError
 from sereal_codec.types import PerlObject, PerlRef, PerlRegexp
+from tests.unit.sereal_codec.sereal_testlib import core as compiled
+from tests.unit.sereal_codec.sereal_testlib import needs_core
 
-compiled: Any  # the module, or None when not built
-try:
-    compiled = importlib.import_module("sereal_codec._sereal")
-except ImportError:
-    compiled = None
-
-pytestmark = [
-    pytest.mark.skipif(
-        compiled is None,
-        reason="compiled core not built (tests/unit/sereal_codec/test_core.py fails on that)",
-    ),
-]
+pytestmark = [needs_core]
 
 FUZZ = settings(
     max_examples=2000,
@@ -96,20 +85,7 @@ def test_arbitrary_bytes(body: bytes) -> None:
     st.sampled_from([512, 4]),
 )
 def test_mutated_bodies(value: Any, dedupe: bool, edits: list[Any], max_depth: int) -> None:
-    data = bytearray(compiled.encode_body(value, dedupe, 512))
-    for kind, where, byte in edits:
-        if not data:
-            break
-        i = where % len(data)
-        if kind == "flip":
-            data[i] ^= 1 << (byte % 8)
-        elif kind == "cut":
-            del data[i:]
-        elif kind == "insert":
-            data.insert(i, byte)
-        else:
-            data[i] = byte
-    decode_all_modes(bytes(data), max_depth)
+    decode_all_modes(mutate(bytearray(compiled.encode_body(value, dedupe, 512)), edits), max_depth)
 
 
 def mutate(data: bytearray, edits: list[Any]) -> bytes:

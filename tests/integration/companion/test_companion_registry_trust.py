@@ -19,21 +19,13 @@ import pytest
 
 from companion.testing import Stack, wait_for
 from substreams.api import version_of
+from substreams.testing import plugin_source as plugin
 
 EPOCH = 1_700_000_900
 PUBLISHER = "publisher:s3cret"
 #: The companion serves its status only to this address (the tests ask from it, and
 #: from 127.0.0.1 to see the refusal): Linux routes all of 127/8 to lo.
 STATUS_PEER = "127.0.0.2"
-
-
-def plugin(name: str, body: str = "return len(events)") -> str:
-    return (
-        "from substreams import substream\n"
-        f"@substream(name={name!r})\n"
-        f"def {name}(events, ctx):\n"
-        f"    {body}\n"
-    )
 
 
 def cli(*args: str) -> subprocess.CompletedProcess[str]:

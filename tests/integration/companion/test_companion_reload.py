@@ -12,17 +12,9 @@ from typing import Any
 
 from companion.testing import Stack, wait_for
 from substreams.api import version_of
+from substreams.testing import plugin_source as plugin
 
 EPOCH = 1_700_000_500
-
-
-def plugin(name: str, body: str = "return len(events)") -> str:
-    return (
-        "from substreams import substream\n"
-        f"@substream(name={name!r})\n"
-        f"def {name}(events, ctx):\n"
-        f"    {body}\n"
-    )
 
 
 def test_hot_reload_adds_replaces_and_reports_broken_plugins(

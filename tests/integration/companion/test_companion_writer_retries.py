@@ -9,23 +9,19 @@ with a chosen status, and counts every PUT that reaches it.
 
 from __future__ import annotations
 
-import http.client
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
-from urllib.parse import urlsplit
 
 from companion.settings import CompanionSettings
 from companion.signals import EngineSignals
 from companion.writer import ResultWriter
-from devnode.testing import DevnodeProcess
+from devnode.testing import DevnodeProcess, StoreProxy
 from eventstore.names import ChunkKey
 from eventstore.riak import RiakClient
 from eventstore.riak.settings import RiakSettings
 from substreams.api import Substream
 
 
-class FailingProxy:
+class FailingProxy(StoreProxy):
     """HTTP proxy to a store: the first ``fail`` PUTs of substream results get
     ``status`` (nothing forwarded), later ones are forwarded; ``puts`` counts them all."""
 
@@ -33,55 +29,15 @@ class FailingProxy:
         self.fail = fail
         self.status = status
         self.puts = 0
-        lock = threading.Lock()
-        up = urlsplit(upstream)
-        host, port = up.hostname or "127.0.0.1", up.port
-        proxy = self
+        super().__init__(upstream)
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, format: str, *args: object) -> None:
-                pass
-
-            def _answer(self, status: int, headers: list[tuple[str, str]], body: bytes) -> None:
-                self.send_response(status)
-                for k, v in headers:
-                    self.send_header(k, v)
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def _forward(self) -> None:
-                length = int(self.headers.get("Content-Length") or 0)
-                body = self.rfile.read(length) if length else None
-                if self.command == "PUT" and "/types/substreams/" in self.path:
-                    with lock:
-                        proxy.puts += 1
-                        refuse = proxy.puts <= proxy.fail
-                    if refuse:
-                        self._answer(proxy.status, [], b"refused by the test proxy")
-                        return
-                conn = http.client.HTTPConnection(host, port, timeout=30)
-                skip = {"host", "connection", "content-length", "transfer-encoding"}
-                headers = {k: v for k, v in self.headers.items() if k.lower() not in skip}
-                conn.request(self.command, self.path, body=body, headers=headers)
-                resp = conn.getresponse()
-                data = resp.read()
-                conn.close()
-                kept = [(k, v) for k, v in resp.getheaders() if k.lower() not in skip]
-                self._answer(resp.status, kept, data)
-
-            do_GET = do_PUT = do_DELETE = _forward  # noqa: N815
-
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._server.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
-        threading.Thread(target=self._server.serve_forever, daemon=True).start()
-
-    def close(self) -> None:
-        self._server.shutdown()
-        self._server.server_close()
+    def refuse(self, method: str, path: str) -> int | None:
+        if method == "PUT" and "/types/substreams/" in path:
+            with self.lock:
+                self.puts += 1
+                if self.puts <= self.fail:
+                    return self.status
+        return None
 
 
 def _ignore(events: list[Any], ctx: Any) -> None:

@@ -22,6 +22,7 @@ from prometheus_client import REGISTRY
 from consumer_lib import EventsClient, SubstreamResult
 from eventstore.names import ChunkKey
 from eventstore.riak import RiakClient
+from fleet.harness import children_of
 
 E0 = 1_700_000_800
 CHUNKS = 6
@@ -44,16 +45,7 @@ def count(events, ctx):
 
 def children(of: int) -> set[int]:
     """The live (not zombie) child processes of ``of``, from /proc."""
-    found = set()
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            if int(fields[1]) == of and fields[0] != "Z":
-                found.add(int(entry.name))
-    return found
+    return set(children_of(of))
 
 
 def alive(pid: int) -> bool:

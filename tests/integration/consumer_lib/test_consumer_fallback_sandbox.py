@@ -23,6 +23,7 @@ from prometheus_client import REGISTRY
 from consumer_lib import EventsClient
 from eventstore.names import ChunkKey
 from eventstore.riak import RiakClient
+from fleet.harness import children_of
 from substreams.results import error_value
 
 E0 = 1_700_000_400
@@ -76,17 +77,7 @@ def fallbacks(reason: str) -> float:
 
 def children(of: int | None = None) -> set[int]:
     """The live child processes of ``of`` (default: this process), from /proc."""
-    me, found = os.getpid() if of is None else of, set()
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                stat = (entry / "stat").read_text()
-            except OSError:
-                continue
-            fields = stat.rsplit(")", 1)[1].split()
-            if int(fields[1]) == me and fields[0] != "Z":
-                found.add(int(entry.name))
-    return found
+    return set(children_of(os.getpid() if of is None else of))
 
 
 Setup = tuple[EventsClient, str, list[ChunkKey]]

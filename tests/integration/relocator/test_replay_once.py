@@ -14,82 +14,37 @@ second batch, and each is then stored twice, in two chunks of the epoch.
 
 from __future__ import annotations
 
-import http.client
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from urllib.parse import urlsplit
 
 import pytest
 
-from devnode.testing import DevnodeProcess
+from devnode.testing import DevnodeProcess, StoreProxy
 from eventstore.riak import RiakClient
 from relocator.producer import TcpEmitter
 from relocator.testing import RelocatorProcess, relocator_process, stored_events, with_sitecustomize
 
 
-class MetadataRefusingProxy:
-    """HTTP proxy to a store; while ``refuse`` is set, PUTs to the epochs bucket get
+class MetadataRefusingProxy(StoreProxy):
+    """HTTP proxy to a store; while ``refusing`` is set, PUTs to the epochs bucket get
     503 and nothing is forwarded. Counts chunk PUTs and refusals."""
 
     def __init__(self, upstream: str) -> None:
-        self.refuse = True
+        self.refusing = True
         self.refused = 0
         self.chunk_puts = 0
-        self._lock = threading.Lock()
-        up = urlsplit(upstream)
-        host, port = up.hostname or "127.0.0.1", up.port
-        proxy = self
+        super().__init__(upstream)
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, format: str, *args: object) -> None:
-                pass
-
-            def _forward(self) -> None:
-                length = int(self.headers.get("Content-Length") or 0)
-                body = self.rfile.read(length) if length else None
-                if self.command == "PUT" and "/buckets/epochs/" in self.path:
-                    if proxy.refuse:
-                        with proxy._lock:
-                            proxy.refused += 1
-                        self.send_response(503)
-                        self.send_header("Content-Length", "7")
-                        self.end_headers()
-                        self.wfile.write(b"refused")
-                        return
-                elif self.command == "PUT" and "/buckets/events/" in self.path:
-                    with proxy._lock:
-                        proxy.chunk_puts += 1
-                conn = http.client.HTTPConnection(host, port, timeout=30)
-                skip = {"host", "connection", "content-length", "transfer-encoding"}
-                headers = {k: v for k, v in self.headers.items() if k.lower() not in skip}
-                conn.request(self.command, self.path, body=body, headers=headers)
-                resp = conn.getresponse()
-                data = resp.read()
-                conn.close()
-                self.send_response(resp.status)
-                drop = skip | {"server", "date"}
-                for k, v in resp.getheaders():
-                    if k.lower() not in drop:
-                        self.send_header(k, v)
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                if self.command != "HEAD":
-                    self.wfile.write(data)
-
-            do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = _forward  # noqa: N815
-
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._server.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
-        threading.Thread(target=self._server.serve_forever, daemon=True).start()
-
-    def close(self) -> None:
-        self._server.shutdown()
-        self._server.server_close()
+    def refuse(self, method: str, path: str) -> int | None:
+        if method == "PUT" and "/buckets/epochs/" in path:
+            if self.refusing:
+                with self.lock:
+                    self.refused += 1
+                return 503
+        elif method == "PUT" and "/buckets/events/" in path:
+            with self.lock:
+                self.chunk_puts += 1
+        return None
 
 
 #: Stored batches that do not name the journal positions they cover: the mechanism
@@ -139,7 +94,7 @@ def test_kill9_between_chunks_and_metadata_stores_each_event_once(  # noqa: PLR0
         proc.kill()
         epochs = range(first_epoch, int(time.time()) + 2)
         assert stored_events(riak, dc, epochs) == ([], [])  # nothing listed yet
-        proxy.refuse = False
+        proxy.refusing = False
         proc.start()
         deadline = time.monotonic() + 30
         while True:

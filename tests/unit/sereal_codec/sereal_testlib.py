@@ -7,6 +7,8 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
+import pytest
+
 from sereal_codec import tags
 from sereal_codec.document import DEFAULT_MAX_DEPTH, open_document
 from sereal_codec.errors import InvalidStructure
@@ -18,6 +20,13 @@ try:
     core = importlib.import_module("sereal_codec._sereal")
 except ImportError:
     core = None
+
+#: A test (or, as ``pytestmark``, a module) that needs the compiled core: skipped when
+#: it is not built, which test_core.py::test_extension_is_built reports as a failure.
+needs_core = pytest.mark.skipif(
+    core is None,
+    reason="compiled core not built (test_core.py::test_extension_is_built fails on that)",
+)
 
 V4 = b"=\xf3rl\x04\x00"  # protocol 4, raw, no suffix: the body starts at offset 6
 BODY = len(V4)

@@ -9,7 +9,6 @@ whatever the body.
 
 from __future__ import annotations
 
-import importlib
 import pickle
 import sys
 import tracemalloc
@@ -20,6 +19,8 @@ import pytest
 from hypothesis import HealthCheck, given, reject, settings
 from hypothesis import strategies as st
 from sereal_strategies import values
+from sereal_testlib import core as compiled
+from sereal_testlib import needs_core
 
 import sereal_codec as sereal
 from relocator.events import generate_events
@@ -35,15 +36,7 @@ from sereal_codec.pure import encoder as pure_encoder
 from sereal_codec.testing import OBJECT_BOMB_ITEMS, object_bomb_body, object_bomb_objects
 from sereal_codec.types import PerlObject, PerlRef, PerlRegexp
 
-compiled: Any
-try:
-    compiled = importlib.import_module("sereal_codec._sereal")
-except ImportError:
-    compiled = None
-
-pytestmark = [
-    pytest.mark.skipif(compiled is None, reason="compiled core not built (test_core.py says so)"),
-]
+pytestmark = [needs_core]
 
 BOMB_KINDS = sorted(OBJECT_BOMB_ITEMS)
 

@@ -8,7 +8,6 @@ valid encodings and mutations of them (bit flips, truncations, inserted bytes).
 
 from __future__ import annotations
 
-import importlib
 import sys
 from typing import Any
 
@@ -16,17 +15,12 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from sereal_strategies import mutated, same_value, values
+from sereal_testlib import core as compiled
 
 from sereal_codec import tags
 from sereal_codec.errors import SerealError
 from sereal_codec.pure import decoder as pure_decoder
 from sereal_codec.pure import encoder as pure_encoder
-
-compiled: Any  # the module, or None when not built
-try:
-    compiled = importlib.import_module("sereal_codec._sereal")
-except ImportError:
-    compiled = None
 
 pytestmark = [
     pytest.mark.skipif(

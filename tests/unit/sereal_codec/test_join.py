@@ -9,14 +9,13 @@ rejected with its index; a part it accepts is never rejected.
 
 from __future__ import annotations
 
-import importlib
 from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from sereal_strategies import mutated, same_value, values
-from sereal_testlib import joined, part_of, pure_decode
+from sereal_testlib import core, joined, needs_core, part_of, pure_decode
 
 import sereal_codec as codec
 from sereal_codec import tags
@@ -24,18 +23,7 @@ from sereal_codec.document import DEFAULT_MAX_DEPTH
 from sereal_codec.errors import DepthExceeded, SerealError
 from sereal_codec.types import PerlObject, PerlRef
 
-core: Any  # the module, or None when not built
-try:
-    core = importlib.import_module("sereal_codec._sereal")
-except ImportError:
-    core = None
-
-pytestmark = [
-    pytest.mark.skipif(
-        core is None,
-        reason="compiled core not built (test_core.py::test_extension_is_built fails on that)",
-    ),
-]
+pytestmark = [needs_core]
 
 
 def encodable(value: Any, **options: Any) -> bytes:

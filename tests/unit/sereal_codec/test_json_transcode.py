@@ -8,7 +8,6 @@ of them and arbitrary bytes.
 from __future__ import annotations
 
 import base64
-import importlib
 import itertools
 import json
 import math
@@ -37,17 +36,8 @@ from sereal_codec.pure import decoder as pure_decoder
 from sereal_codec.pure import encoder as pure_encoder
 from sereal_codec.pure import json as pure_json
 from sereal_codec.types import PerlObject, PerlRef, PerlRegexp
-
-compiled: Any  # the module, or None when not built
-try:
-    compiled = importlib.import_module("sereal_codec._sereal")
-except ImportError:
-    compiled = None
-
-needs_core = pytest.mark.skipif(
-    compiled is None,
-    reason="compiled core not built (test_core.py::test_extension_is_built reports it)",
-)
+from tests.unit.sereal_codec.sereal_testlib import core as compiled
+from tests.unit.sereal_codec.sereal_testlib import needs_core
 
 MODES = [tags.BINARY_UTF8, tags.BINARY_LATIN1, tags.BINARY_BYTES]
 SETTINGS = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])

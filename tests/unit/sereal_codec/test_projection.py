@@ -5,7 +5,6 @@ errors for malformed input wherever it lies (skipped or not)."""
 
 from __future__ import annotations
 
-import importlib
 import sys
 from types import ModuleType
 from typing import Any
@@ -23,17 +22,8 @@ from sereal_codec.errors import DecodeBudgetExceeded, SerealError
 from sereal_codec.projection import Tree, compile_fields, project, project_events
 from sereal_codec.pure import project as pure_project
 from sereal_codec.types import PerlObject, PerlRef
-
-compiled: Any
-try:
-    compiled = importlib.import_module("sereal_codec._sereal")
-except ImportError:
-    compiled = None
-
-needs_compiled = pytest.mark.skipif(
-    compiled is None,
-    reason="compiled core not built (test_core.py::test_extension_is_built reports it)",
-)
+from tests.unit.sereal_codec.sereal_testlib import core as compiled
+from tests.unit.sereal_codec.sereal_testlib import needs_core
 
 #: What a typical web substream reads: a third of a web event's 25 keys (8), one nested.
 WEB_FIELDS = ["type", "status", "url", "method", "duration_ms", "host", "dc", "search.city"]
@@ -274,7 +264,7 @@ def test_back_references_into_skipped_values(sereal: ModuleType) -> None:
 # -- the object budget ---------------------------------------------------------------
 
 
-@needs_compiled
+@needs_core
 def test_the_budget_counts_what_is_built() -> None:
     """A projected decode is charged for the lists and dicts it builds (a dict, then a
     key and a value per kept pair), not for what it skips; both codecs stop at the same

@@ -7,7 +7,6 @@ to exactly that slice, and so does every partition of the array into ranges.
 
 from __future__ import annotations
 
-import importlib
 import itertools
 from typing import Any
 
@@ -15,6 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sereal_strategies import same_value
+from sereal_testlib import core, needs_core
 
 from sereal_codec import tags
 from sereal_codec.errors import (
@@ -25,18 +25,7 @@ from sereal_codec.errors import (
 )
 from sereal_codec.types import PerlObject, PerlRef, PerlRegexp
 
-core: Any  # the module, or None when not built
-try:
-    core = importlib.import_module("sereal_codec._sereal")
-except ImportError:
-    core = None
-
-pytestmark = [
-    pytest.mark.skipif(
-        core is None,
-        reason="compiled core not built (test_core.py::test_extension_is_built fails on that)",
-    ),
-]
+pytestmark = [needs_core]
 
 KEYS = ["host", "status", "path", "é", "user_agent_with_a_long_name", "x"]
 STRINGS = ["web-01.ams4", "GET", "/", "Mozilla/5.0 (X11; Linux x86_64) Chrome/120.0", "ünï", ""]

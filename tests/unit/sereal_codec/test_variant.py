@@ -7,7 +7,6 @@ typed as ``parse_json`` types them), and against bytes Spark 4.3's ``parse_json`
 
 from __future__ import annotations
 
-import importlib
 import json
 import struct
 import sys
@@ -20,15 +19,10 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from sereal_testlib import core as compiled
 from sereal_testlib import doc
 
 from sereal_codec.pure import variant as pure_variant
-
-compiled: Any
-try:
-    compiled = importlib.import_module("sereal_codec._sereal")
-except ImportError:
-    compiled = None
 
 SETTINGS = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

@@ -11,7 +11,6 @@ refuses, so the public call raises the reference's error, class and offset.
 from __future__ import annotations
 
 import copy
-import importlib
 import sys
 from typing import Any
 
@@ -19,6 +18,8 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from sereal_strategies import keys, mutated, plain_scalars, values
+from sereal_testlib import core as compiled
+from sereal_testlib import needs_core
 
 import sereal_codec as sereal
 from relocator.events import generate_events
@@ -26,15 +27,7 @@ from sereal_codec import tags
 from sereal_codec.errors import SerealError
 from sereal_codec.pure import encoder as pure_encoder
 
-compiled: Any
-try:
-    compiled = importlib.import_module("sereal_codec._sereal")
-except ImportError:
-    compiled = None
-
-pytestmark = [
-    pytest.mark.skipif(compiled is None, reason="compiled core not built"),
-]
+pytestmark = [needs_core]
 
 MODES = [tags.BINARY_UTF8, tags.BINARY_LATIN1, tags.BINARY_BYTES]
 SETTINGS = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])

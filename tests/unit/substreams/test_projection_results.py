@@ -22,8 +22,9 @@ from typing import Any
 import pytest
 
 import sereal_codec as sereal
-from eventstore.blob import pack_blob, unpack_blob
+from eventstore.blob import unpack_blob
 from eventstore.names import ChunkKey
+from eventstore.testing import stored_by_type
 from relocator.events import generate_events
 from sereal_codec.projection import compile_fields, project_events
 from substreams import Context, count_by, declaration_of, dig, substream
@@ -80,14 +81,7 @@ def plugins() -> list[Substream]:
 @functools.cache
 def chunks() -> list[tuple[ChunkKey, bytes]]:
     """The generator's events by type, 300 a chunk, as stored."""
-    events = generate_events(4000, seed=16)
-    out = []
-    for i, type_ in enumerate(("web", "lb", "cron")):
-        of_type = [e for e in events if e["type"] == type_]
-        for n, start in enumerate(range(0, len(of_type), 300)):
-            key = ChunkKey(1_700_000_000 + i, "dc1", type_, "main", n)
-            out.append((key, pack_blob(of_type[start : start + 300])))
-    return out
+    return [(key, blob) for key, blob, _ in stored_by_type(generate_events(4000, seed=16), 300)]
 
 
 def decode(blob: bytes, key: ChunkKey, fields: Iterable[str] | None) -> list[dict[str, Any]]:

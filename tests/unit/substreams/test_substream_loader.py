@@ -9,15 +9,7 @@ import pytest
 
 from substreams.errors import PluginLoadError
 from substreams.loader import LoadReport, PluginSet, load_entry_points, load_file
-
-
-def plugin(name: str, body: str = "return len(events)") -> str:
-    return (
-        "from substreams import substream\n"
-        f"@substream(name={name!r})\n"
-        f"def f_{name}(events, ctx):\n"
-        f"    {body}\n"
-    )
+from substreams.testing import plugin_source as plugin
 
 
 @pytest.mark.parametrize(
