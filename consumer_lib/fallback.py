@@ -5,7 +5,9 @@ Three ways, the same results. A query plugin (``Substream.plan`` set) is data, n
 code: :func:`run_native` evaluates it here, in the caller's process, on the chunk's
 verified stored bytes (one walk of the compiled core, the reference evaluator where
 the walk does not take the chunk: :mod:`substreams.query.run`), without the fork
-server or a child, and gives the record the child would have packed. A function
+server or a child, and gives the result the record the child would have packed gives
+back, without packing it and reading it back where that changes nothing
+(:func:`substreams.query.run.read_queries`: the walk's rows, handed over). A function
 plugin runs in the sandbox, two ways: :func:`run_served` (the default of
 ``EventsClient`` and the Spark source) hands the chunk's verified stored bytes to the
 client's fork server (:mod:`consumer_lib.forkserver`: the one fork-server client,
@@ -70,7 +72,7 @@ from eventstore.names import ChunkKey
 from substreams.api import Context, Event, Substream
 from substreams.forkserver import ForkServer, ForkServerUnavailable
 from substreams.protocol import DEFAULT_CAP, Limits, Outcome
-from substreams.query.run import run_queries
+from substreams.query.run import read_queries
 from substreams.results import Status, read_result
 from substreams.run import UndecodableChunk, run_projected
 
@@ -230,19 +232,21 @@ def run_native(
             rows).
 
     Returns:
-        One run per plugin, in order; the result the sandboxed child's record gives.
+        One run per plugin, in order; the result (equal in value and type), status and
+        error the sandboxed child's record gives, the record itself neither packed nor
+        read back where the rows are plain data within the cap.
 
     Raises:
         UndecodedChunk: the chunk's bytes do not verify or decode within the limits.
     """
     jobs = [(p, Limits.of(p, cap)) for p in plugins]
     try:
-        outcomes = run_queries(jobs, value, key.format(), decode_limits)
+        read = read_queries(jobs, value, key.format(), decode_limits)
     except UndecodableChunk as e:
         raise UndecodedChunk(
             f"chunk does not decode: {e}", epoch=key.epoch, dc=key.dc, key=key.format()
         ) from e
-    return [_run_of(p, o, key) for p, o in zip(plugins, outcomes, strict=True)]
+    return [FallbackRun(r.substream, r.status, r.result, r.error, r.wall_s, r.cpu_s) for r in read]
 
 
 def _run_of(plugin: Substream, outcome: Outcome, key: ChunkKey) -> FallbackRun:

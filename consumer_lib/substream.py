@@ -24,7 +24,7 @@ declared types/subtypes, and the caller's filter)::
               child decodes them; else the chunk is decoded here and the child forked
               from this process; a query plugin (``plan`` set) is evaluated here
               instead, on the verified bytes, with no child (``run_native``: a plan
-              cannot run code), giving the record the child would;
+              cannot run code), giving what the child's record would read back as;
                   ok                           -> served "fallback"
                   timeout | killed | error     -> "gap", ``fallback_status`` and
                                                   ``error`` say why

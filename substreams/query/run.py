@@ -2,6 +2,7 @@
 
     outcomes = run_queries([(sub, Limits.of(sub, cap)), ...], blob, key, decode_limits)
     value = stored_value(sub, outcome)          # byte for byte the child's record
+    results = read_queries([(sub, limits), ...], blob, key, decode_limits)   # a reader's
 
 A query plugin (``Substream.plan`` set) is data, not code: its plan names paths,
 literals and a closed set of operators, so evaluating it needs none of the sandbox's
@@ -14,6 +15,17 @@ the union of the plans' fields). Each plugin gets the :class:`~substreams.sandbo
 its child run would give: ``ok`` with the packed result (``results.ok_value``), or
 ``too_large`` with the child's message when the packed result is over the run's
 ``max_result_bytes``; so ``stored_value`` gives the same record either way.
+
+:func:`read_queries` is the same walk for a caller that reads the results and stores
+nothing (the consumer's fallback): each plugin's result is what the stored record would
+give back (``read_result(stored_value(...)).result``, equal in value and type) with the
+same status and error, without packing the record and reading it back where that cannot
+change anything: rows the compiled walk built hold only scalars built as the decoder
+builds them and aggregates' plain data (ints, floats, texts, booleans, None, lists of
+counts), which a record gives back as they are, and the record's size is bounded
+without compressing it (:func:`_surely_fits`). Rows of the reference evaluator (what a
+decode builds: containers, Perl objects, references) and results the bound does not
+clear take the record's road, packed and read back.
 
 What differs from the child's road, by design: no deadline, memory limit or CPU limit
 applies (a plan cannot loop or allocate beyond its output: the walk is bounded by the
@@ -37,8 +49,11 @@ from __future__ import annotations
 import functools
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
 
-from eventstore.blob import DecodeLimits, verify_postfix
+import sereal_codec as sereal
+from eventstore.blob import DecodeLimits, postfix_length, verify_postfix
 from eventstore.errors import EventStoreError
 from sereal_codec import compression
 from sereal_codec.document import DEFAULT_MAX_DEPTH, read_layout
@@ -48,11 +63,11 @@ from substreams.protocol import Limits
 from substreams.query.evaluate import Rows, evaluate
 from substreams.query.native import Program, compile_program, evaluate_body
 from substreams.query.plan import Plan, from_dict, to_dict
-from substreams.results import ok_value
+from substreams.results import Status, ok_value, read_result
 from substreams.run import decode_chunk
 from substreams.sandbox import Outcome
 
-__all__ = ["is_query", "program_for", "run_queries"]
+__all__ = ["QueryResult", "is_query", "program_for", "read_queries", "run_queries"]
 
 
 def is_query(sub: Substream) -> bool:
@@ -96,10 +111,80 @@ def run_queries(
     """
     if not jobs:
         return []
+    started, cpu_started = time.monotonic(), time.thread_time()
+    results, _ = _evaluate(jobs, blob, key, decode_limits)
+    outcomes = [
+        _outcome(sub, limits, rows) for (sub, limits), rows in zip(jobs, results, strict=True)
+    ]
+    wall_s = (time.monotonic() - started) / len(jobs)
+    cpu_s = (time.thread_time() - cpu_started) / len(jobs)
+    for outcome in outcomes:
+        outcome.wall_s, outcome.cpu_s = wall_s, cpu_s
+    return outcomes
+
+
+@dataclass(frozen=True)
+class QueryResult:
+    """One query plugin's result on one chunk, for a caller that stores nothing.
+
+    Attributes:
+        substream: the plugin's name.
+        status: ``ok``, or ``error`` (the record over ``max_result_bytes``, or not
+            Sereal-encodable): the stored record's status.
+        result: when ok, the stored record's result (equal in value and type), else None.
+        error: the stored record's error (``too_large: ...``, ``unencodable: ...``), None
+            when ok.
+        wall_s, cpu_s: this plugin's share of the walk's time (as :func:`run_queries`),
+            seconds.
+    """
+
+    substream: str
+    status: Status
+    result: Any = None
+    error: str | None = None
+    wall_s: float = 0.0
+    cpu_s: float = 0.0
+
+
+def read_queries(
+    jobs: Sequence[tuple[Substream, Limits]],
+    blob: bytes,
+    key: str,
+    decode_limits: DecodeLimits,
+) -> list[QueryResult]:
+    """As :func:`run_queries`, for a reader: each plugin's result as its stored record
+    would give it back, without packing the record where that changes nothing (module).
+
+    Returns:
+        One result per job, in order.
+
+    Raises:
+        UndecodableChunk, ValueError: as :func:`run_queries`.
+    """
+    if not jobs:
+        return []
+    started, cpu_started = time.monotonic(), time.thread_time()
+    results, walked = _evaluate(jobs, blob, key, decode_limits)
+    read = [
+        _read(sub, limits, rows, from_walk, key)
+        for (sub, limits), rows, from_walk in zip(jobs, results, walked, strict=True)
+    ]
+    wall_s = (time.monotonic() - started) / len(jobs)
+    cpu_s = (time.thread_time() - cpu_started) / len(jobs)
+    return [
+        QueryResult(sub.name, status, result, error, wall_s, cpu_s)
+        for (sub, _), (status, result, error) in zip(jobs, read, strict=True)
+    ]
+
+
+def _evaluate(
+    jobs: Sequence[tuple[Substream, Limits]], blob: bytes, key: str, decode_limits: DecodeLimits
+) -> tuple[list[Rows], list[bool]]:
+    """Every job's rows, in one walk (the reference where the walk does not take the
+    chunk or a plan), and for each whether the walk built them."""
     for sub, _ in jobs:
         if sub.plan is None:
             raise ValueError(f"substream {sub.name!r} is a function plugin, not a query")
-    started, cpu_started = time.monotonic(), time.thread_time()
     caps = tuple(lim.max_result_bytes for _, lim in jobs)
     program = program_for(tuple(sub.plan for sub, _ in jobs if sub.plan is not None), caps)
     plans = program.plans  # rebuilt from their data, once a program
@@ -108,6 +193,7 @@ def run_queries(
     if walked is not None:
         for index, rows in zip(program.native, walked, strict=True):
             results[index] = rows
+    from_walk = [rows is not None for rows in results]
     missing = [i for i, rows in enumerate(results) if rows is None]
     if missing:
         fields: list[str] = []
@@ -116,14 +202,7 @@ def run_queries(
         events = decode_chunk(key, blob, decode_limits, compile_fields(fields))
         for i in missing:
             results[i] = evaluate(plans[i], events)
-    wall_s = (time.monotonic() - started) / len(jobs)
-    cpu_s = (time.thread_time() - cpu_started) / len(jobs)
-    outcomes = []
-    for (sub, limits), rows in zip(jobs, results, strict=True):
-        outcome = _outcome(sub, limits, rows)
-        outcome.wall_s, outcome.cpu_s = wall_s, cpu_s
-        outcomes.append(outcome)
-    return outcomes
+    return [rows if rows is not None else [] for rows in results], from_walk
 
 
 def _walk(
@@ -154,10 +233,44 @@ def _walk(
     )
 
 
-def _outcome(sub: Substream, limits: Limits, rows: Rows | None) -> Outcome:
+def _read(
+    sub: Substream, limits: Limits, rows: Rows, from_walk: bool, key: str
+) -> tuple[Status, Any, str | None]:
+    """``(status, result, error)`` of ``rows`` as the stored record gives them back."""
+    if from_walk and _surely_fits(sub, limits, rows):
+        return "ok", rows, None  # what the record would give back: plain data (module)
+    outcome = _outcome(sub, limits, rows)
+    if not outcome.ok:
+        return outcome.status, None, outcome.error or outcome.kind
+    if from_walk:
+        return "ok", rows, None  # within the cap, measured exactly
+    try:
+        return "ok", read_result(outcome.payload, key=key).result, None
+    except (EventStoreError, ValueError) as e:  # our own record: never seen
+        return "error", None, f"unreadable result: {e}"
+
+
+def _surely_fits(sub: Substream, limits: Limits, rows: Rows) -> bool:
+    """Whether the stored record of ``rows`` is within ``max_result_bytes``, without
+    compressing it: its record encoded raw and without string dedupe, plus the
+    postfix, bounds the stored one (a body is compressed only when that is strictly
+    shorter, ``compression.compress_body``; a string becomes a COPY only when that is
+    strictly shorter, ``sereal_codec/DESIGN.md``). False when over the bound or not
+    encodable: then the record itself is packed and measured."""
+    record = {"status": "ok", "substream": sub.name, "version": sub.version, "result": rows}
+    try:
+        raw = sereal.encode(record, compress=None, dedupe_strings=False)
+    except MemoryError:
+        raise
+    except Exception:  # the packed record then says why, in the child's words
+        return False
+    return len(raw) + postfix_length() <= limits.max_result_bytes
+
+
+def _outcome(sub: Substream, limits: Limits, rows: Rows) -> Outcome:
     """The outcome the child would report for ``rows`` (``child._run_job``)."""
     try:
-        payload = ok_value(sub.name, sub.version, rows if rows is not None else [])
+        payload = ok_value(sub.name, sub.version, rows)
     except MemoryError:
         raise
     except Exception as e:  # rows hold only codec values; kept as the child's kind
