@@ -43,20 +43,7 @@ from substreams.errors import InvalidDeclaration
 from substreams.query.evaluate import Rows, evaluate
 from substreams.query.native import Program, compile_program, evaluate_document
 from substreams.query.parse import parse_query
-from substreams.query.plan import (
-    And,
-    Column,
-    Compare,
-    InList,
-    IsNull,
-    Like,
-    Not,
-    Or,
-    Path,
-    Plan,
-    Predicate,
-    TypeOf,
-)
+from substreams.query.plan import Column, Path, Plan, Predicate, under
 
 __all__ = ["KEY_COLUMNS", "ChunkQuery", "Pushdown", "parse_pushdown", "variant_column"]
 
@@ -158,7 +145,7 @@ class ChunkQuery:
         elif plan.where is not None:
             # Each event wrapped as {"e": event, "i": its position}: the reference
             # evaluator's rows then say which events match.
-            self._marked = Plan(plan.name, (Column("i", Path(("i",))),), _under("e", plan.where))
+            self._marked = Plan(plan.name, (Column("i", Path(("i",))),), under("e", plan.where))
             self._fields = plan.fields
 
     def rows(self, document: bytes | memoryview) -> Rows:
@@ -187,32 +174,6 @@ class ChunkQuery:
             return []  # as the transcoders: a body that is no array has no events
         marked = ({"e": event, "i": i} for i, event in enumerate(events))
         return [row["i"] for row in evaluate(self._marked, marked)]
-
-
-def _under(key: str, node: Predicate) -> Predicate:
-    """``node`` with every path read under ``key`` (``a.b`` -> ``key.a.b``)."""
-
-    def operand(o: Path | TypeOf | object) -> object:
-        if isinstance(o, Path):
-            return Path((key, *o.parts))
-        if isinstance(o, TypeOf):
-            return TypeOf(Path((key, *o.path.parts)))
-        return o
-
-    if isinstance(node, Compare):
-        return Compare(node.op, operand(node.left), operand(node.right))  # type: ignore[arg-type]
-    if isinstance(node, InList):
-        return InList(operand(node.operand), node.values)  # type: ignore[arg-type]
-    if isinstance(node, IsNull):
-        return IsNull(operand(node.operand))  # type: ignore[arg-type]
-    if isinstance(node, Like):
-        return Like(operand(node.operand), node.prefix, node.exact)  # type: ignore[arg-type]
-    if isinstance(node, Not):
-        return Not(_under(key, node.item))
-    if isinstance(node, And):
-        return And(tuple(_under(key, i) for i in node.items))
-    assert isinstance(node, Or)
-    return Or(tuple(_under(key, i) for i in node.items))
 
 
 def variant_column(values: Sequence[object], binary: str, type_: pa.DataType) -> pa.Array:

@@ -20,22 +20,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from substreams.query import aggregate
-from substreams.query.plan import (
-    Aggregate,
-    And,
-    Column,
-    Compare,
-    Const,
-    InList,
-    IsNull,
-    Like,
-    Not,
-    Or,
-    Path,
-    Plan,
-    Predicate,
-    TypeOf,
-)
+from substreams.query import plan as nodes
 from substreams.query.values import NULL, OTHER, TEXT, getter, group_key, scalar, typeof
 
 __all__ = ["Rows", "compile_plan", "evaluate", "merge_rows"]
@@ -55,12 +40,12 @@ _OPS: dict[str, Callable[[Any, Any], bool]] = {
 }
 
 
-def evaluate(plan: Plan, events: Iterable[Any]) -> Rows:
+def evaluate(plan: nodes.Plan, events: Iterable[Any]) -> Rows:
     """The plan's result on one chunk's events (see :func:`compile_plan`)."""
     return compile_plan(plan)(events)
 
 
-def compile_plan(plan: Plan) -> Callable[[Iterable[Any]], Rows]:
+def compile_plan(plan: nodes.Plan) -> Callable[[Iterable[Any]], Rows]:
     """The plan as one function from a chunk's events to its result.
 
     The result: for a SELECT, one dict per event the WHERE keeps, in event order, with
@@ -75,8 +60,8 @@ def compile_plan(plan: Plan) -> Callable[[Iterable[Any]], Rows]:
     return _grouped(plan, keep)
 
 
-def _select(plan: Plan, keep: _Test | None) -> Callable[[Iterable[Any]], Rows]:
-    columns = [(c.name, _value(c.value)) for c in plan.outputs if isinstance(c, Column)]
+def _select(plan: nodes.Plan, keep: _Test | None) -> Callable[[Iterable[Any]], Rows]:
+    columns = [(c.name, _value(c.value)) for c in plan.outputs if isinstance(c, nodes.Column)]
 
     def select(events: Iterable[Any]) -> Rows:
         return [
@@ -88,15 +73,15 @@ def _select(plan: Plan, keep: _Test | None) -> Callable[[Iterable[Any]], Rows]:
     return select
 
 
-def _grouped(plan: Plan, keep: _Test | None) -> Callable[[Iterable[Any]], Rows]:
+def _grouped(plan: nodes.Plan, keep: _Test | None) -> Callable[[Iterable[Any]], Rows]:
     keys = [getter(p) for p in plan.group_by]
     key_names = plan.key_columns()
-    aggs = [o for o in plan.outputs if isinstance(o, Aggregate)]
+    aggs = [o for o in plan.outputs if isinstance(o, nodes.Aggregate)]
     reads = [getter(a.path) if a.path is not None else _none for a in aggs]
     consts = {
         o.name: o.value.value
         for o in plan.outputs
-        if isinstance(o, Column) and isinstance(o.value, Const)
+        if isinstance(o, nodes.Column) and isinstance(o.value, nodes.Const)
     }
 
     def grouped(events: Iterable[Any]) -> Rows:
@@ -124,12 +109,12 @@ def _grouped(plan: Plan, keep: _Test | None) -> Callable[[Iterable[Any]], Rows]:
 
 
 def _row(
-    plan: Plan, consts: dict[str, Any], keys: dict[str, Any], states: list[Any]
+    plan: nodes.Plan, consts: dict[str, Any], keys: dict[str, Any], states: list[Any]
 ) -> dict[str, Any]:
     row: dict[str, Any] = {}
     it = iter(states)
     for output in plan.outputs:
-        if isinstance(output, Aggregate):
+        if isinstance(output, nodes.Aggregate):
             row[output.name] = next(it)
         elif output.name in keys:
             row[output.name] = keys[output.name]
@@ -142,29 +127,29 @@ def _none(event: Any) -> None:
     return None
 
 
-def _value(node: Path | Const | TypeOf) -> Callable[[Any], Any]:
-    if isinstance(node, Path):
+def _value(node: nodes.Path | nodes.Const | nodes.TypeOf) -> Callable[[Any], Any]:
+    if isinstance(node, nodes.Path):
         return getter(node)
-    if isinstance(node, TypeOf):
+    if isinstance(node, nodes.TypeOf):
         get = getter(node.path)
         return lambda e: typeof(get(e))
     constant = node.value
     return lambda e: constant
 
 
-def _condition(node: Predicate) -> _Test:
-    if isinstance(node, Compare):
+def _condition(node: nodes.Predicate) -> _Test:
+    if isinstance(node, nodes.Compare):
         return _compare(node.op, _value(node.left), _value(node.right))
-    if isinstance(node, InList):
+    if isinstance(node, nodes.InList):
         get = _value(node.operand)
         options = [scalar(c.value) for c in node.values]
         return lambda e: _is_in(scalar(get(e)), options)
-    if isinstance(node, IsNull):
+    if isinstance(node, nodes.IsNull):
         get = _value(node.operand)
         return lambda e: scalar(get(e))[0] == NULL
-    if isinstance(node, Like):
+    if isinstance(node, nodes.Like):
         return _like(_value(node.operand), node.prefix, node.exact)
-    if isinstance(node, Not):
+    if isinstance(node, nodes.Not):
         inner = _condition(node.item)
 
         def negated(e: Any) -> bool | None:
@@ -173,9 +158,9 @@ def _condition(node: Predicate) -> _Test:
 
         return negated
     items = [_condition(i) for i in node.items]
-    if isinstance(node, And):
+    if isinstance(node, nodes.And):
         return lambda e: _all(items, e)
-    assert isinstance(node, Or)
+    assert isinstance(node, nodes.Or)
     return lambda e: _any(items, e)
 
 
@@ -240,7 +225,7 @@ def _like(get: Callable[[Any], Any], prefix: str, exact: bool) -> _Test:
     return like
 
 
-def merge_rows(plan: Plan, partials: Iterable[Rows]) -> Rows:
+def merge_rows(plan: nodes.Plan, partials: Iterable[Rows]) -> Rows:
     """Merge the partial aggregates of many chunks into one, as if one chunk had held
     all their events (a sum of floats may differ in its last bits: the order of the
     additions differs). For a SELECT, the rows of every partial in turn.
@@ -262,7 +247,7 @@ def merge_rows(plan: Plan, partials: Iterable[Rows]) -> Rows:
             out.extend(_checked(plan, rows))
         return out
     key_names = plan.key_columns()
-    aggs = [o for o in plan.outputs if isinstance(o, Aggregate)]
+    aggs = [o for o in plan.outputs if isinstance(o, nodes.Aggregate)]
     merged: dict[tuple[Any, ...], dict[str, Any]] = {}
     for rows in partials:
         for row in _checked(plan, rows):
@@ -278,7 +263,7 @@ def merge_rows(plan: Plan, partials: Iterable[Rows]) -> Rows:
     return list(merged.values())
 
 
-def _checked(plan: Plan, rows: Any) -> list[dict[str, Any]]:
+def _checked(plan: nodes.Plan, rows: Any) -> list[dict[str, Any]]:
     if not isinstance(rows, list):
         raise ValueError(
             f"query {plan.name}: a partial result is {type(rows).__name__}, not a list of rows"

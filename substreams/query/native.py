@@ -29,22 +29,8 @@ import sereal_codec as sereal
 from sereal_codec import compression
 from sereal_codec.document import DEFAULT_MAX_DECOMPRESSED_SIZE, DEFAULT_MAX_DEPTH, read_layout
 from substreams.errors import SubstreamError
+from substreams.query import plan as nodes
 from substreams.query.evaluate import Rows, evaluate
-from substreams.query.plan import (
-    Aggregate,
-    And,
-    Compare,
-    Const,
-    InList,
-    IsNull,
-    Like,
-    Not,
-    Or,
-    Path,
-    Plan,
-    Predicate,
-    TypeOf,
-)
 from substreams.query.values import _index
 
 #: ``_sereal.query_evaluate`` (csrc/query_py.c), or None (the pure codec): the
@@ -98,7 +84,7 @@ class Program:
         words, pool, names, consts: the program (``query_evaluate``'s arguments).
     """
 
-    plans: tuple[Plan, ...]
+    plans: tuple[nodes.Plan, ...]
     native: tuple[int, ...]
     words: bytes
     pool: bytes
@@ -123,7 +109,7 @@ class _Builder:
         self.pool += data
         return len(self.pool) - len(data), len(data)
 
-    def node(self, path: Path) -> int:
+    def node(self, path: nodes.Path) -> int:
         parts = path.parts
         for depth in range(1, len(parts) + 1):
             prefix = parts[:depth]
@@ -165,49 +151,49 @@ class _Builder:
         self.const_index[key] = len(self.consts) - 1
         return len(self.consts) - 1
 
-    def operand(self, node: Path | Const | TypeOf) -> list[int]:
-        if isinstance(node, Path):
+    def operand(self, node: nodes.Path | nodes.Const | nodes.TypeOf) -> list[int]:
+        if isinstance(node, nodes.Path):
             return [_O_PATH, self.node(node)]
-        if isinstance(node, TypeOf):
+        if isinstance(node, nodes.TypeOf):
             return [_O_TYPEOF, self.node(node.path)]
         return [_O_CONST, self.const(node.value)]
 
-    def predicate(self, node: Predicate, depth: int = 0) -> list[int]:
+    def predicate(self, node: nodes.Predicate, depth: int = 0) -> list[int]:
         if depth > _MAX_DEPTH:
             raise _NotNative("a WHERE nested too deep")
         body: list[int]
-        if isinstance(node, And | Or):
-            op = _P_AND if isinstance(node, And) else _P_OR
+        if isinstance(node, nodes.And | nodes.Or):
+            op = _P_AND if isinstance(node, nodes.And) else _P_OR
             body = [len(node.items)]
             for item in node.items:
                 body += self.predicate(item, depth + 1)
-        elif isinstance(node, Not):
+        elif isinstance(node, nodes.Not):
             op, body = _P_NOT, self.predicate(node.item, depth + 1)
-        elif isinstance(node, Compare):
+        elif isinstance(node, nodes.Compare):
             op = _P_CMP
             body = [_CMP[node.op], *self.operand(node.left), *self.operand(node.right)]
-        elif isinstance(node, InList):
+        elif isinstance(node, nodes.InList):
             op = _P_IN
             body = [*self.operand(node.operand), len(node.values)]
             body += [self.const(c.value) for c in node.values]
-        elif isinstance(node, IsNull):
+        elif isinstance(node, nodes.IsNull):
             op, body = _P_ISNULL, self.operand(node.operand)
         else:
-            assert isinstance(node, Like)
+            assert isinstance(node, nodes.Like)
             op = _P_LIKE
             body = [*self.operand(node.operand), self.const(node.prefix), int(node.exact)]
         return [op, len(body) + 2, *body]
 
-    def plan(self, plan: Plan, cap: int) -> list[int]:
+    def plan(self, plan: nodes.Plan, cap: int) -> list[int]:
         where = self.predicate(plan.where) if plan.where is not None else []
         keys = [self.node(p) for p in plan.group_by]
         outputs: list[int] = []
         for output in plan.outputs:
-            if isinstance(output, Aggregate):
+            if isinstance(output, nodes.Aggregate):
                 node = self.node(output.path) if output.path is not None else -1
                 bounds = [self.const(b) for b in output.bounds]
                 outputs += [_OUT_AGG, _FN[output.function], node, len(bounds), *bounds]
-            elif isinstance(output.value, Path):
+            elif isinstance(output.value, nodes.Path):
                 node = self.node(output.value)
                 key = plan.group_by.index(output.value) if plan.aggregates else -1
                 outputs += [_OUT_PATH, node, key, 0]
@@ -218,7 +204,7 @@ class _Builder:
 
 
 def compile_program(
-    plans: Sequence[Plan], max_result_bytes: Sequence[int] | None = None
+    plans: Sequence[nodes.Plan], max_result_bytes: Sequence[int] | None = None
 ) -> Program:
     """Flatten plans into one program (once per plugin version: it is immutable).
 

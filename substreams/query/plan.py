@@ -44,6 +44,7 @@ __all__ = [
     "TypeOf",
     "from_dict",
     "to_dict",
+    "under",
 ]
 
 #: The version of the serialised form (:func:`to_dict`); bumped on any change of meaning.
@@ -226,6 +227,26 @@ def _paths(node: Predicate | Operand) -> list[Path]:
     if isinstance(node, And | Or):
         return [p for item in node.items for p in _paths(item)]
     return _paths(node.item)
+
+
+def under(key: str, node: Predicate) -> Predicate:
+    """``node`` with every path read one level down, under ``key`` (``a.b`` -> ``key.a.b``):
+    the condition of a plan run over wrapped events (``{key: event, ...}``)."""
+
+    def operand(o: Operand) -> Operand:
+        if isinstance(o, Path):
+            return Path((key, *o.parts))
+        if isinstance(o, TypeOf):
+            return TypeOf(Path((key, *o.path.parts)))
+        return o
+
+    if isinstance(node, Compare):
+        return dataclasses.replace(node, left=operand(node.left), right=operand(node.right))
+    if isinstance(node, InList | IsNull | Like):
+        return dataclasses.replace(node, operand=operand(node.operand))
+    if isinstance(node, Not):
+        return Not(under(key, node.item))
+    return dataclasses.replace(node, items=tuple(under(key, i) for i in node.items))
 
 
 _NODES: dict[str, type[Any]] = {
