@@ -230,19 +230,16 @@ def caller_only(mode: str) -> int:
             return done
 
     rng, keep = EpochRange(epoch, epoch + 1), ChunkFilter()
+    read = fullstream.RangeRead(store, Inline(), DC, rng, keep, prefetch_chunks=4, metadata_depth=1)
     if mode == "none":
         return 0
     if mode == "ceiling":
         return sum(len(unpack_blob(b)) for b in blobs)
     if mode == "chunks":
-        stream = fullstream.chunks(
-            store, Inline(), DC, rng, keep, prefetch_chunks=4, metadata_depth=1
-        )
-        return sum(len(c.events) for c in stream)
+        return sum(len(c.events) for c in fullstream.chunks(read))
     if mode == "python-tags":
         types.TAGGER = types.tag_events_py
-    tagged = fullstream.events(store, Inline(), DC, rng, keep, prefetch_chunks=4, metadata_depth=1)
-    return sum(1 for _ in tagged)
+    return sum(1 for _ in fullstream.events(read))
 
 
 def wait_for_companion(

@@ -33,7 +33,6 @@ import warnings
 from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from types import TracebackType
 from typing import Any
 
 from consumer_lib import defaults, fullstream, listing, substream
@@ -194,16 +193,7 @@ class EventsClient:
             ChunkMissing, ChunkCorrupt, ChunkUnreadable: naming the key (in order).
             StoreUnavailable, MetadataUnreadable: naming the epoch, dc and key.
         """
-        epoch_range, keep = self._args(dc, start, end, types, subtypes)
-        return fullstream.epochs(
-            self.store,
-            self._pool(),
-            dc,
-            epoch_range,
-            keep,
-            prefetch_chunks=self._prefetch,
-            metadata_depth=self._metadata_depth,
-        )
+        return fullstream.epochs(self._range_read(dc, start, end, types, subtypes))
 
     def chunks(
         self,
@@ -216,16 +206,7 @@ class EventsClient:
     ) -> Iterator[Chunk]:
         """Each kept chunk of ``[start, end)`` in order (as :meth:`epochs`, chunk by chunk,
         never holding a whole epoch)."""
-        epoch_range, keep = self._args(dc, start, end, types, subtypes)
-        return fullstream.chunks(
-            self.store,
-            self._pool(),
-            dc,
-            epoch_range,
-            keep,
-            prefetch_chunks=self._prefetch,
-            metadata_depth=self._metadata_depth,
-        )
+        return fullstream.chunks(self._range_read(dc, start, end, types, subtypes))
 
     def events(
         self,
@@ -238,16 +219,7 @@ class EventsClient:
     ) -> Iterator[TaggedEvent]:
         """Each event of ``[start, end)`` in order, tagged with epoch, dc, type, subtype
         and chunk (the flat view of :meth:`epochs`; same arguments and errors)."""
-        epoch_range, keep = self._args(dc, start, end, types, subtypes)
-        return fullstream.events(
-            self.store,
-            self._pool(),
-            dc,
-            epoch_range,
-            keep,
-            prefetch_chunks=self._prefetch,
-            metadata_depth=self._metadata_depth,
-        )
+        return fullstream.events(self._range_read(dc, start, end, types, subtypes))
 
     # -- substreams ----------------------------------------------------------------------
 
@@ -490,12 +462,7 @@ class EventsClient:
     def __enter__(self) -> EventsClient:
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         self.close()
 
     # -- helpers -----------------------------------------------------------------------------
@@ -544,6 +511,20 @@ class EventsClient:
     @staticmethod
     def _filter(types: Filter, subtypes: Filter) -> ChunkFilter:
         return ChunkFilter.of(types, subtypes)
+
+    def _range_read(
+        self, dc: str, start: When, end: When, types: Filter, subtypes: Filter
+    ) -> fullstream.RangeRead:
+        epoch_range, keep = self._args(dc, start, end, types, subtypes)
+        return fullstream.RangeRead(
+            self.store,
+            self._pool(),
+            dc,
+            epoch_range,
+            keep,
+            prefetch_chunks=self._prefetch,
+            metadata_depth=self._metadata_depth,
+        )
 
     def _args(
         self, dc: str, start: When, end: When, types: Filter, subtypes: Filter

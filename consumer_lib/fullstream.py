@@ -46,7 +46,15 @@ from consumer_lib.store import FetchedBlob, Store
 from consumer_lib.types import Chunk, ChunkFilter, Epoch, TaggedEvent, tag_events
 from eventstore.names import ChunkKey, ChunkRef
 
-__all__ = ["EpochMark", "chunk_stream", "epoch_metadata", "epoch_reader", "epochs", "events"]
+__all__ = [
+    "EpochMark",
+    "RangeRead",
+    "chunk_stream",
+    "epoch_metadata",
+    "epoch_reader",
+    "epochs",
+    "events",
+]
 
 #: An epoch's metadata as read: its entries, or None when it has no metadata.
 Metadata = tuple[ChunkRef, ...] | None
@@ -161,34 +169,38 @@ def group_epochs(stream: Iterable[EpochMark | Chunk]) -> Iterator[Epoch]:
         yield Epoch(mark.epoch, mark.dc, tuple(chunks), mark.found, mark.skipped)
 
 
-def epochs(
-    store: Store,
-    executor: Executor,
-    dc: str,
-    epoch_range: EpochRange,
-    keep: ChunkFilter,
-    *,
-    prefetch_chunks: int,
-    metadata_depth: int,
-) -> Iterator[Epoch]:
+@dataclass(frozen=True)
+class RangeRead:
+    """One read of an epoch range of one dc: where from, what it keeps, how far ahead.
+    :func:`epochs`, :func:`chunks` and :func:`events` are its three views."""
+
+    store: Store
+    executor: Executor
+    dc: str
+    epoch_range: EpochRange
+    keep: ChunkFilter
+    prefetch_chunks: int
+    metadata_depth: int
+
+    def stream(self, *, also_covered: int = 0) -> Iterator[EpochMark | Chunk]:
+        """Marks and decoded chunks of the range, in order (:func:`chunk_stream`)."""
+        metadata = epoch_metadata(
+            self.store, self.executor, self.dc, self.epoch_range, self.metadata_depth
+        )
+        items = marks(self.dc, metadata, self.keep)
+        return chunk_stream(
+            self.store, self.executor, items, self.prefetch_chunks, also_covered=also_covered
+        )
+
+
+def epochs(read: RangeRead) -> Iterator[Epoch]:
     """Every epoch of the range, in order, with its kept chunks decoded (see module)."""
-    metadata = epoch_metadata(store, executor, dc, epoch_range, metadata_depth)
-    return group_epochs(chunk_stream(store, executor, marks(dc, metadata, keep), prefetch_chunks))
+    return group_epochs(read.stream())
 
 
-def chunks(
-    store: Store,
-    executor: Executor,
-    dc: str,
-    epoch_range: EpochRange,
-    keep: ChunkFilter,
-    *,
-    prefetch_chunks: int,
-    metadata_depth: int,
-) -> Iterator[Chunk]:
+def chunks(read: RangeRead) -> Iterator[Chunk]:
     """Every kept chunk of the range, in order, one at a time (no epoch is assembled)."""
-    metadata = epoch_metadata(store, executor, dc, epoch_range, metadata_depth)
-    return _chunks_only(chunk_stream(store, executor, marks(dc, metadata, keep), prefetch_chunks))
+    return _chunks_only(read.stream())
 
 
 def _chunks_only(stream: Iterable[EpochMark | Chunk]) -> Iterator[Chunk]:
@@ -208,24 +220,10 @@ def tagged_batches(chunk: Chunk) -> Iterator[list[TaggedEvent]]:
         yield tag_events(events[start : start + TAG_BATCH], key)
 
 
-def events(
-    store: Store,
-    executor: Executor,
-    dc: str,
-    epoch_range: EpochRange,
-    keep: ChunkFilter,
-    *,
-    prefetch_chunks: int,
-    metadata_depth: int,
-) -> Iterator[TaggedEvent]:
+def events(read: RangeRead) -> Iterator[TaggedEvent]:
     """Every event of the range, in order, tagged with epoch/dc/type/subtype/chunk."""
-    metadata = epoch_metadata(store, executor, dc, epoch_range, metadata_depth)
-    items = marks(dc, metadata, keep)
-    stream = _chunks_only(
-        # a batch: its TaggedEvents, their list, the slice of events and the values tuple
-        chunk_stream(store, executor, items, prefetch_chunks, also_covered=TAG_BATCH + 3)
-    )
-    for chunk in stream:
+    # a batch: its TaggedEvents, their list, the slice of events and the values tuple
+    for chunk in _chunks_only(read.stream(also_covered=TAG_BATCH + 3)):
         batches = tagged_batches(chunk)
         del chunk  # the batches hold it until the last: then one decoded chunk alive
         for batch in batches:

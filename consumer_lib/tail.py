@@ -48,7 +48,6 @@ import os
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from types import TracebackType
 from typing import Generic, TypeVar
 
 from prometheus_client import Counter
@@ -258,12 +257,7 @@ class Tail(Generic[T]):
     def __enter__(self) -> Tail[T]:
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, exc_type: type[BaseException] | None, *exc_info: object) -> None:
         # Left normally (break, return): the epoch in hand was handled. Left by an
         # exception: it may not have been, so it is read again on restart.
         if exc_type is None:

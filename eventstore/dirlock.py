@@ -24,7 +24,6 @@ import errno
 import fcntl
 import os
 from pathlib import Path
-from types import TracebackType
 
 from eventstore.errors import EventStoreError
 
@@ -73,12 +72,7 @@ class DirectoryLock:
     def __enter__(self) -> DirectoryLock:
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         self.release()
 
 

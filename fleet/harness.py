@@ -22,7 +22,6 @@ import subprocess
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
-from types import TracebackType
 from typing import TypeVar
 
 __all__ = ["ServerProcess", "children_of", "environment_without", "live_processes"]
@@ -177,10 +176,5 @@ class ServerProcess:
         self.start()
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         self.stop()

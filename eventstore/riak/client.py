@@ -22,7 +22,6 @@ import logging
 import threading
 from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from types import TracebackType
 from typing import Any
 
 from eventstore.ratelog import LogSummary
@@ -408,12 +407,7 @@ class RiakClient:
     def __enter__(self) -> RiakClient:
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         self.close()
 
     # -- the one boundary ------------------------------------------------------------

@@ -87,13 +87,15 @@ def test_chunks_are_fetched_ahead_and_decoded_one_at_a_time_on_the_consumer_thre
 
     client.store.chunk_blob = fetched  # type: ignore[method-assign]
     stream = fullstream.events(
-        client.store,
-        InlineExecutor(),
-        dc,
-        EpochRange(E0, E0 + 1),
-        ChunkFilter.of(None, None),
-        prefetch_chunks=4,
-        metadata_depth=1,
+        fullstream.RangeRead(
+            client.store,
+            InlineExecutor(),
+            dc,
+            EpochRange(E0, E0 + 1),
+            ChunkFilter.of(None, None),
+            prefetch_chunks=4,
+            metadata_depth=1,
+        )
     )
     first = next(stream)
     assert (first.chunk, first.event["i"]) == (0, 0)
