@@ -30,7 +30,7 @@ from __future__ import annotations
 import os
 import threading
 import warnings
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -45,7 +45,7 @@ from consumer_lib.plugins import PluginCatalog
 from consumer_lib.ranges import EpochRange, When, epoch_of
 from consumer_lib.store import Store
 from consumer_lib.substream import FallbackMode, SubstreamReader
-from consumer_lib.tail import Tail
+from consumer_lib.tail import T, Tail
 from consumer_lib.types import (
     Chunk,
     ChunkFilter,
@@ -385,18 +385,8 @@ class EventsClient:
             self._filter(types, subtypes),
             prefetch_chunks=self._prefetch,
         )
-        return Tail(
-            self.store,
-            dc,
-            read,
-            position=None if position is None else Path(position),
-            start=None if start is None else epoch_of(start),
-            lag_s=lag_s,
-            late_wait_s=late_wait_s,
-            poll_s=poll_s,
-            until=_tail_end(end, until),
-            **clock,
-        )
+        pacing, last = (lag_s, late_wait_s, poll_s), _tail_end(end, until)
+        return self._tail(dc, read, position, start, last, pacing=pacing, clock=clock)
 
     def tail_substream(
         self,
@@ -432,18 +422,8 @@ class EventsClient:
             self._filter(types, subtypes),
             prefetch_chunks=self._prefetch,
         )
-        return Tail(
-            self.store,
-            dc,
-            read,
-            position=None if position is None else Path(position),
-            start=None if start is None else epoch_of(start),
-            lag_s=lag_s,
-            late_wait_s=late_wait_s,
-            poll_s=poll_s,
-            until=_tail_end(end, until),
-            **clock,
-        )
+        pacing, last = (lag_s, late_wait_s, poll_s), _tail_end(end, until)
+        return self._tail(dc, read, position, start, last, pacing=pacing, clock=clock)
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -480,6 +460,31 @@ class EventsClient:
                     self._concurrency, thread_name_prefix="consumer"
                 )
             return self._executor
+
+    def _tail(
+        self,
+        dc: str,
+        read: Callable[[int, Any], T],
+        position: str | os.PathLike[str] | None,
+        start: When | None,
+        end: int | None,
+        *,
+        pacing: tuple[float, float, float],
+        clock: dict[str, Any],
+    ) -> Tail[T]:
+        lag_s, late_wait_s, poll_s = pacing
+        return Tail(
+            self.store,
+            dc,
+            read,
+            position=None if position is None else Path(position),
+            start=None if start is None else epoch_of(start),
+            lag_s=lag_s,
+            late_wait_s=late_wait_s,
+            poll_s=poll_s,
+            until=end,
+            **clock,
+        )
 
     def _substream_reader(
         self, name: str, fallback: FallbackMode, accept_other_versions: bool
