@@ -62,8 +62,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Any
 
 from consumer_lib.errors import ConsumerError
 from eventstore.blob import DecodeLimits
@@ -73,7 +71,7 @@ from substreams.api import Context, Event, Substream
 from substreams.forkserver import ForkServer, ForkServerUnavailable
 from substreams.protocol import DEFAULT_CAP, Limits, Outcome
 from substreams.query.run import read_queries
-from substreams.results import Status, read_result
+from substreams.results import RunResult, read_result
 from substreams.run import UndecodableChunk, run_projected
 
 log = logging.getLogger(__name__)
@@ -93,32 +91,9 @@ class UndecodedChunk(ConsumerError):
     reads it itself to raise the store's own error (``ChunkUnreadable``...)."""
 
 
-@dataclass(frozen=True)
-class FallbackRun:
-    """One plugin's sandboxed run on one chunk.
-
-    Attributes:
-        substream: the plugin's name.
-        status: ``ok``, or why there is no result (never ``shed``): ``timeout`` (the
-            deadline or the CPU limit), ``killed`` (the memory limit, a signal, an exit
-            without a result), ``error`` (an exception, a result too large or not
-            encodable, no sandbox).
-        result: the result as a consumer decodes a stored one (``None`` unless ok).
-        error: the sandbox's classification and detail, ``None`` when ok.
-        wall_s: the run's wall-clock time, seconds.
-        cpu_s: the child's CPU time for the run, seconds.
-    """
-
-    substream: str
-    status: Status
-    result: Any = None
-    error: str | None = None
-    wall_s: float = 0.0
-    cpu_s: float = 0.0
-
-    @property
-    def ok(self) -> bool:
-        return self.status == "ok"
+#: One plugin's run on one chunk here, sandboxed or native (the fallback's name for
+#: :class:`substreams.results.RunResult`).
+FallbackRun = RunResult
 
 
 def run_fallback(
@@ -246,7 +221,7 @@ def run_native(
         raise UndecodedChunk(
             f"chunk does not decode: {e}", epoch=key.epoch, dc=key.dc, key=key.format()
         ) from e
-    return [FallbackRun(r.substream, r.status, r.result, r.error, r.wall_s, r.cpu_s) for r in read]
+    return read
 
 
 def _run_of(plugin: Substream, outcome: Outcome, key: ChunkKey) -> FallbackRun:

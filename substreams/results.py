@@ -27,6 +27,7 @@ __all__ = [
     "DISABLED",
     "STATUSES",
     "ResultRecord",
+    "RunResult",
     "Status",
     "disabled_value",
     "error_value",
@@ -103,6 +104,36 @@ def stored_value(sub: Substream, outcome: Ended) -> bytes:
 def _kind_of(error: str | None) -> str:
     """The failure's kind: the first word of its text, before ``:``."""
     return (error or "").split(":", 1)[0].strip()
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """One plugin's run on one chunk for a caller that stores nothing (the consumer's
+    fallback, ``substream test``): what its stored record would give back.
+
+    Attributes:
+        substream: the plugin's name.
+        status: ``ok``, or why there is no result (never ``shed``): ``timeout`` (the
+            deadline or the CPU limit), ``killed`` (the memory limit, a signal, an exit
+            without a result), ``error`` (an exception, a result too large or not
+            encodable, no sandbox).
+        result: the result as a consumer decodes a stored one (``None`` unless ok).
+        error: the record's error (the sandbox's classification and detail), ``None``
+            when ok.
+        wall_s: the run's wall-clock time, seconds (a query's share of the walk).
+        cpu_s: the run's CPU time, seconds (the child's, or a query's share).
+    """
+
+    substream: str
+    status: Status
+    result: Any = None
+    error: str | None = None
+    wall_s: float = 0.0
+    cpu_s: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
 
 
 @dataclass(frozen=True)

@@ -49,7 +49,6 @@ from __future__ import annotations
 import functools
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import sereal_codec as sereal
@@ -63,11 +62,11 @@ from substreams.protocol import Limits
 from substreams.query.evaluate import Rows, evaluate
 from substreams.query.native import Program, compile_program, evaluate_body
 from substreams.query.plan import Plan, from_dict, to_dict
-from substreams.results import Status, ok_value, read_result
+from substreams.results import RunResult, Status, ok_value, read_result
 from substreams.run import decode_chunk
 from substreams.sandbox import Outcome
 
-__all__ = ["QueryResult", "is_query", "program_for", "read_queries", "run_queries"]
+__all__ = ["is_query", "program_for", "read_queries", "run_queries"]
 
 
 def is_query(sub: Substream) -> bool:
@@ -123,35 +122,12 @@ def run_queries(
     return outcomes
 
 
-@dataclass(frozen=True)
-class QueryResult:
-    """One query plugin's result on one chunk, for a caller that stores nothing.
-
-    Attributes:
-        substream: the plugin's name.
-        status: ``ok``, or ``error`` (the record over ``max_result_bytes``, or not
-            Sereal-encodable): the stored record's status.
-        result: when ok, the stored record's result (equal in value and type), else None.
-        error: the stored record's error (``too_large: ...``, ``unencodable: ...``), None
-            when ok.
-        wall_s, cpu_s: this plugin's share of the walk's time (as :func:`run_queries`),
-            seconds.
-    """
-
-    substream: str
-    status: Status
-    result: Any = None
-    error: str | None = None
-    wall_s: float = 0.0
-    cpu_s: float = 0.0
-
-
 def read_queries(
     jobs: Sequence[tuple[Substream, Limits]],
     blob: bytes,
     key: str,
     decode_limits: DecodeLimits,
-) -> list[QueryResult]:
+) -> list[RunResult]:
     """As :func:`run_queries`, for a reader: each plugin's result as its stored record
     would give it back, without packing the record where that changes nothing (module).
 
@@ -172,7 +148,7 @@ def read_queries(
     wall_s = (time.monotonic() - started) / len(jobs)
     cpu_s = (time.thread_time() - cpu_started) / len(jobs)
     return [
-        QueryResult(sub.name, status, result, error, wall_s, cpu_s)
+        RunResult(sub.name, status, result, error, wall_s, cpu_s)
         for (sub, _), (status, result, error) in zip(jobs, read, strict=True)
     ]
 
