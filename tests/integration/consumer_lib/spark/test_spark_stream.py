@@ -181,8 +181,9 @@ def test_stream_of_events_and_of_a_substream_equals_the_batch_read(
     spark: Any, session_devnode: Any, epoch_writer: Any, tmp_path: Path
 ) -> None:
     """In this session: availableNow over old epochs (past their late wait), in
-    batches of 2 epochs; the rows equal the batch source's, for events and for a
-    substream (served and fallback rows alike)."""
+    batches of 2 epochs; the rows equal the batch source's, for events, for a
+    substream (served and fallback rows alike), and for events read with where= and
+    select=."""
     from consumer_lib.spark import register
 
     dc = f"st{random.randrange(10**9)}"
@@ -202,6 +203,11 @@ def test_stream_of_events_and_of_a_substream_equals_the_batch_read(
     for options, columns in (
         (common, ["epoch", "dc", "type", "subtype", "chunk", "to_json(event) AS j"]),
         ({**common, **extra}, ["epoch", "type", "chunk", "served", "result_json"]),
+        # where= and select= pushed into each slice's walk, as in a batch read
+        (
+            {**common, "where": "status >= 500 AND host <> 'web-0'", "select": "i, city AS c"},
+            ["epoch", "type", "chunk", "to_json(i) AS i", "to_json(c) AS c"],
+        ),
     ):
         batch = spark.read.format("riak-events").options(**options).load()
         expected = sorted(tuple(r) for r in batch.selectExpr(*columns).collect())
