@@ -12,8 +12,10 @@ import gc
 import json
 import logging
 import signal
+from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
+from typing import Any, TypeVar
 
 import click
 
@@ -142,53 +144,25 @@ def relocator(
 
 
 _L = "RIAK_EVENTS_LOADGEN_"
+_Decorated = TypeVar("_Decorated", bound=Callable[..., Any])
+
+
+def _loadgen_option(flag: str, **kwargs: Any) -> Callable[[_Decorated], _Decorated]:
+    """A ``loadgen`` option, its default and its environment variable
+    (``RIAK_EVENTS_LOADGEN_<FLAG>``) shown in ``--help``."""
+    env = _L + flag.removeprefix("--").replace("-", "_").upper()
+    return click.option(flag, show_default=True, envvar=env, show_envvar=True, **kwargs)
 
 
 @click.command()
-@click.option(
-    "--target",
-    default="127.0.0.1:5141",
-    show_default=True,
-    envvar=_L + "TARGET",
-    show_envvar=True,
-    help="Relocator intake HOST:PORT.",
+@_loadgen_option("--target", default="127.0.0.1:5141", help="Relocator intake HOST:PORT.")
+@_loadgen_option("--transport", type=click.Choice(["udp", "tcp"]), default="tcp")
+@_loadgen_option(
+    "--rate", type=float, default=1000.0, help="Events per second (0: as fast as possible)."
 )
-@click.option(
-    "--transport",
-    type=click.Choice(["udp", "tcp"]),
-    default="tcp",
-    show_default=True,
-    envvar=_L + "TRANSPORT",
-    show_envvar=True,
-)
-@click.option(
-    "--rate",
-    type=float,
-    default=1000.0,
-    show_default=True,
-    envvar=_L + "RATE",
-    show_envvar=True,
-    help="Events per second (0: as fast as possible).",
-)
-@click.option(
-    "--duration-s",
-    type=float,
-    default=10.0,
-    show_default=True,
-    envvar=_L + "DURATION_S",
-    show_envvar=True,
-)
-@click.option(
-    "--dcs",
-    default="ams1,ams4",
-    show_default=True,
-    envvar=_L + "DCS",
-    show_envvar=True,
-    help="Comma-separated dcs to spread events over.",
-)
-@click.option(
-    "--seed", type=int, default=1, show_default=True, envvar=_L + "SEED", show_envvar=True
-)
+@_loadgen_option("--duration-s", type=float, default=10.0)
+@_loadgen_option("--dcs", default="ams1,ams4", help="Comma-separated dcs to spread events over.")
+@_loadgen_option("--seed", type=int, default=1)
 def loadgen(
     *, target: str, transport: str, rate: float, duration_s: float, dcs: str, seed: int
 ) -> None:

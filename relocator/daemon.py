@@ -4,6 +4,8 @@ Stages (each one or two methods): intake (``intake/``) -> ``JournalWriter`` (dur
 then acked) -> ``Aggregator`` (groups by epoch, dc) -> ``Sealer`` (chunks with fixed
 keys) -> ``State`` (durable batch) -> one ``ClusterPusher`` per cluster (chunks, then
 metadata) -> ``_collect`` (complete batches: spool file deleted, journal segments freed).
+Whole blobs from the spool directory come in through ``SpoolFeed`` (``spool_feed.py``),
+sealed on the same pool and stored the same way.
 
 What is committed when (relocator/DESIGN.md has the full argument):
 
@@ -29,27 +31,21 @@ batch, while its unit is owned or its file is gone): see ``_may_push``.
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 import time
-import zlib
 from collections.abc import Callable, Iterable
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from eventstore.dirlock import lock_directory
 from eventstore.settings import parse_listen
 from relocator.aggregator import Aggregator
 from relocator.batch import Batch
-from relocator.errors import (
-    BadSpoolFile,
-    CoordinationUnavailable,
-    ExtraMissing,
-    ListenFailed,
-    OwnershipLost,
-)
-from relocator.intake.spool import Spool, SpoolFile
+from relocator.errors import CoordinationUnavailable, ExtraMissing, ListenFailed
+from relocator.intake.spool import Spool
 from relocator.intake.tcp import TcpIntake
 from relocator.intake.udp import UdpIntake
 from relocator.journal import Journal, JournalWriter, segment_of, table_prologue
@@ -59,6 +55,7 @@ from relocator.producers import ProducerTable, decode_meta
 from relocator.pusher import ClusterPusher
 from relocator.sealer import Sealer
 from relocator.settings import RelocatorSettings
+from relocator.spool_feed import SpoolFeed
 from relocator.state import State
 from relocator.wire import Received
 
@@ -67,8 +64,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-#: Spool files sealed per coordinator round (keeps the loop's other work timely).
-_SPOOL_FILES_PER_TICK = 16
+_Intake = TypeVar("_Intake", UdpIntake, TcpIntake)
 
 
 def make_coordinator(settings: RelocatorSettings) -> ZkCoordinator | None:
@@ -193,20 +189,27 @@ class Relocator:
             )
             for c in s.clusters
         ]
-        self.spool = (
-            Spool(Path(s.spool_dir), units=s.spool_units, max_bytes=s.max_spool_bytes)
-            if s.spool_dir
-            else None
-        )
         # Sealing jobs (a group's kind, a spool file): C code that releases the GIL in
         # part (zstd), so two threads use both cores.
         self._seal_pool = ThreadPoolExecutor(2, thread_name_prefix="seal")
+        self.spool = (
+            SpoolFeed(
+                Spool(Path(s.spool_dir), units=s.spool_units, max_bytes=s.max_spool_bytes),
+                sealer=self.sealer,
+                reserve_seq=self.state.reserve_seq,
+                pool=self._seal_pool,
+                metrics=self.metrics,
+                writer_id=s.writer_id,
+                zk=self.zk,
+            )
+            if s.spool_dir
+            else None
+        )
         self.udp: UdpIntake | None = None
         self.tcp: TcpIntake | None = None
         self._index: dict[str, _Index] = {}
         self._outstanding: dict[int, int] = {}  # journal segment -> records not in a batch
         self._pushed_events: list[tuple[str, str]] = []
-        self._forget: list[tuple[int, str]] = []  # progress entries left to delete
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self.stopped = threading.Event()
@@ -237,8 +240,7 @@ class Relocator:
         Chunk keys carry the writer id, which is ours only while ``writers/<id>`` is a
         znode of our live session: nothing is pushed while suspended, lost or not
         registered. A spool file's batch is pushed by its unit's owner only, so two
-        relocators never push one file at once; once the file is gone (its owner
-        finished it: same keys and bytes), a copy left here may be pushed too.
+        relocators never push one file at once (``SpoolFeed.may_push``).
         """
         zk = self.zk
         if zk is None:
@@ -248,8 +250,7 @@ class Relocator:
         ix = self._index.get(batch_id)
         if ix is None or not ix.spool or self.spool is None:
             return True
-        unit = _unit_of(ix.spool, self.settings.spool_units)
-        return zk.owns(unit) or not (self.spool.directory / ix.spool).exists()
+        return self.spool.may_push(ix.spool)
 
     # -- lifecycle -----------------------------------------------------------------------
 
@@ -333,36 +334,27 @@ class Relocator:
     def _start_intake(self) -> None:
         """Open the UDP and TCP listeners; a port in use is :class:`ListenFailed`."""
         s = self.settings
-        for setting, address in (("udp_listen", s.udp_listen), ("tcp_listen", s.tcp_listen)):
-            if not address:
-                continue
-            host, port = parse_listen(address, source=setting)
-            try:
-                intake: UdpIntake | TcpIntake
-                if setting == "udp_listen":
-                    intake = UdpIntake(
-                        host,
-                        port,
-                        writer=self.writer,
-                        metrics=self.metrics,
-                        max_event_bytes=s.max_event_bytes,
-                    )
-                else:
-                    intake = TcpIntake(
-                        host,
-                        port,
-                        writer=self.writer,
-                        metrics=self.metrics,
-                        max_event_bytes=s.max_event_bytes,
-                        producers=self.producers,
-                    )
-            except OSError as e:
-                raise ListenFailed(setting, address, e) from e
-            intake.start()
-            if isinstance(intake, UdpIntake):
-                self.udp = intake
-            else:
-                self.tcp = intake
+        if s.udp_listen:
+            self.udp = self._listen("udp_listen", s.udp_listen, UdpIntake)
+        if s.tcp_listen:
+            tcp = functools.partial(TcpIntake, producers=self.producers)
+            self.tcp = self._listen("tcp_listen", s.tcp_listen, tcp)
+
+    def _listen(self, setting: str, address: str, intake: Callable[..., _Intake]) -> _Intake:
+        """Bind one listener to ``address`` (the value of ``setting``) and start it."""
+        host, port = parse_listen(address, source=setting)
+        try:
+            listener = intake(
+                host,
+                port,
+                writer=self.writer,
+                metrics=self.metrics,
+                max_event_bytes=self.settings.max_event_bytes,
+            )
+        except OSError as e:
+            raise ListenFailed(setting, address, e) from e
+        listener.start()
+        return listener
 
     def run(self) -> None:
         """The coordinator loop, until :meth:`request_stop`; then a clean shutdown."""
@@ -385,7 +377,7 @@ class Relocator:
         if self.zk is not None:
             self._coordinate(self.zk)
         if self.spool is not None:
-            self._scan_spool()
+            self._store((b, {}) for b in self.spool.seal_waiting(self._taken()))
         self._collect()
         self.metrics.producers.set(len(self.producers))
 
@@ -394,10 +386,8 @@ class Relocator:
         entries left over; a ZooKeeper error only waits for the next tick."""
         try:
             owned = zk.rebalance()
-            while self._forget and zk.active():
-                unit, name = self._forget[0]
-                zk.progress_delete(unit, name)
-                self._forget.pop(0)
+            if self.spool is not None:
+                self.spool.forget_progress()
         except CoordinationUnavailable as e:
             self._zk_error("rebalance", e)
             owned = zk.owned()
@@ -462,81 +452,9 @@ class Relocator:
         for pusher in self.pushers:
             pusher.offer([b.id for b in sealed])
 
-    def _scan_spool(self) -> None:
-        """Seal waiting spool files: numbering committed here, in order; the splitting
-        (decompress, walk, maybe re-encode: C code that releases the GIL in part) runs
-        on a small thread pool; all batches of a round are stored in one transaction."""
-        assert self.spool is not None
-        taken = {ix.spool for ix in self._index.values() if ix.spool}
-        zk = self.zk
-        waiting = self.spool.waiting(
-            lambda f: f.name in taken or (zk is not None and not zk.owns(f.unit))
-        )[:_SPOOL_FILES_PER_TICK]
-        jobs: list[tuple[SpoolFile, Future[Batch]]] = []
-        for f in waiting:
-            try:
-                numbering = self._spool_numbering(f)
-            except OwnershipLost:
-                break
-            except CoordinationUnavailable as e:
-                self._zk_error("progress", e)
-                break
-            data = self.spool.read(f) if numbering is not None else None
-            if numbering is None or data is None:
-                continue
-            writer, seq = numbering
-            jobs.append(
-                (
-                    f,
-                    self._seal_pool.submit(
-                        self.sealer.seal_spool,
-                        f.name,
-                        data,
-                        epoch=f.epoch,
-                        dc=f.dc,
-                        type_=f.type,
-                        subtype=f.subtype,
-                        seq=seq,
-                        writer_id=writer,
-                    ),
-                )
-            )
-        sealed: list[Batch] = []
-        for f, future in jobs:
-            try:
-                batch = future.result()
-            except BadSpoolFile as e:
-                self.metrics.spool_files.labels("rejected").inc()
-                self.spool.reject(f.name, str(e))
-                continue
-            self.metrics.spool_files.labels("sealed").inc()
-            self.metrics.received.labels("spool").inc(sum(batch.events))
-            sealed.append(batch)
-        self._store((b, {}) for b in sealed)
-
-    def _spool_numbering(self, f: SpoolFile) -> tuple[int, int] | None:
-        """(writer, seq) of a spool file's batch: committed in ZooKeeper first when
-        configured (reused after a takeover); None if the unit is no longer ours."""
-        if self.zk is None:
-            return self.settings.writer_id, self.state.reserve_seq()
-        committed = self.zk.progress_get(f.unit, f.name)
-        if committed is not None:  # a takeover: same numbering, same keys and bytes
-            writer, seq = committed
-            log.info(
-                "spool: %s resumes with committed numbering writer=%d seq=%d epoch=%d dc=%s",
-                f.name,
-                writer,
-                seq,
-                f.epoch,
-                f.dc,
-            )
-        else:
-            writer, seq = self.zk.progress_commit(
-                f.unit, f.name, self.settings.writer_id, self.state.reserve_seq()
-            )
-        if not self.zk.owns(f.unit):
-            raise OwnershipLost(f"spool unit {f.unit}")
-        return writer, seq
+    def _taken(self) -> set[str]:
+        """Spool files inside a stored batch (not sealed again)."""
+        return {ix.spool for ix in self._index.values() if ix.spool}
 
     def _collect(self) -> None:
         with self._lock:
@@ -560,11 +478,7 @@ class Relocator:
             if ix.clusters < everyone:
                 continue
             if ix.spool and self.spool is not None:
-                self.spool.delete(ix.spool)
-                if self.zk is not None:
-                    # deleted at the next _coordinate (retried while ZooKeeper fails)
-                    self._forget.append((_unit_of(ix.spool, self.settings.spool_units), ix.spool))
-                self.metrics.spool_files.labels("pushed").inc()
+                self.spool.finished(ix.spool)
                 ix.spool = ""
             if not ix.segments & existing:
                 self.state.remove(batch_id, everyone)
@@ -614,7 +528,3 @@ class Relocator:
             "udp_port": self.udp.port if self.udp else None,
             "tcp_port": self.tcp.port if self.tcp else None,
         }
-
-
-def _unit_of(name: str, units: int) -> int:
-    return zlib.crc32(name.encode()) % units

@@ -38,40 +38,31 @@ class Metrics:
         disable_created_metrics()  # type: ignore[no-untyped-call]
         self.registry = registry or CollectorRegistry()
         r = self.registry
-        self.received = Counter(
-            "relocator_events_received_total",
-            "Events accepted by intake",
-            ["intake"],
-            registry=r,
+
+        def counter(name: str, doc: str, *labels: str) -> Counter:
+            return Counter(name, doc, labels, registry=r)
+
+        def gauge(name: str, doc: str, *labels: str) -> Gauge:
+            return Gauge(name, doc, labels, registry=r)
+
+        self.received = counter(
+            "relocator_events_received_total", "Events accepted by intake", "intake"
         )
-        self.dropped = Counter(
-            "relocator_events_dropped_total",
-            "Events not stored, by reason",
-            ["reason"],
-            registry=r,
+        self.dropped = counter(
+            "relocator_events_dropped_total", "Events not stored, by reason", "reason"
         )
-        self.late = Counter(
-            "relocator_events_late_total",
-            "Events that arrived after their epoch closed",
-            registry=r,
+        self.late = counter(
+            "relocator_events_late_total", "Events that arrived after their epoch closed"
         )
-        self.chunks = Counter(
-            "relocator_chunks_written_total", "Chunks stored", ["cluster"], registry=r
-        )
-        self.bytes = Counter(
-            "relocator_bytes_written_total", "Chunk bytes stored", ["cluster"], registry=r
-        )
-        self.events_pushed = Counter(
+        self.chunks = counter("relocator_chunks_written_total", "Chunks stored", "cluster")
+        self.bytes = counter("relocator_bytes_written_total", "Chunk bytes stored", "cluster")
+        self.events_pushed = counter(
             "relocator_events_pushed_total",
             "Events in batches whose chunks and metadata a cluster holds",
-            ["cluster"],
-            registry=r,
+            "cluster",
         )
-        self.epochs = Counter(
-            "relocator_epochs_committed_total",
-            "Metadata writes committed",
-            ["cluster"],
-            registry=r,
+        self.epochs = counter(
+            "relocator_epochs_committed_total", "Metadata writes committed", "cluster"
         )
         self.push_seconds = Histogram(
             "relocator_push_seconds",
@@ -85,68 +76,54 @@ class Metrics:
             buckets=_LAG_BUCKETS,
             registry=r,
         )
-        self.backlog = Gauge(
-            "relocator_backlog_epochs",
-            "Sealed batches a cluster does not hold yet",
-            ["cluster"],
-            registry=r,
+        self.backlog = gauge(
+            "relocator_backlog_epochs", "Sealed batches a cluster does not hold yet", "cluster"
         )
-        self.repairs = Counter(
+        self.repairs = counter(
             "relocator_metadata_repairs_total",
             "Metadata re-reads that found our entries missing and rewrote them",
-            ["cluster"],
-            registry=r,
+            "cluster",
         )
-        self.spool_files = Counter(
-            "relocator_spool_files_total", "Spool files, by outcome", ["outcome"], registry=r
+        self.spool_files = counter(
+            "relocator_spool_files_total", "Spool files, by outcome", "outcome"
         )
-        self.owned_units = Gauge(
-            "relocator_owned_units", "Spool work units this relocator owns", registry=r
-        )
-        self.zookeeper_connected = Gauge(
+        self.owned_units = gauge("relocator_owned_units", "Spool work units this relocator owns")
+        self.zookeeper_connected = gauge(
             "relocator_zookeeper_connected",
             "1 while connected to ZooKeeper with the writer id registered (pushing), else 0;"
             " NaN without ZooKeeper",
-            registry=r,
         )
         # NaN until the first ZooKeeper tick sets it: a relocator without ZooKeeper is not
         # "disconnected" (an alert on == 0 must not fire for it).
         self.zookeeper_connected.set(math.nan)
-        self.zookeeper_errors = Counter(
+        self.zookeeper_errors = counter(
             "relocator_zookeeper_errors_total",
             "ZooKeeper calls that failed (retried at the next tick), by operation",
-            ["op"],
-            registry=r,
+            "op",
         )
-        self.tcp_events = Counter(
+        self.tcp_events = counter(
             "relocator_tcp_events_total",
             "Events received over TCP, by producer kind (idempotent: with a producer id,"
             " exactly once; legacy: without, at-least-once)",
-            ["producer"],
-            registry=r,
+            "producer",
         )
-        self.deduplicated = Counter(
+        self.deduplicated = counter(
             "relocator_events_deduplicated_total",
             "Frames a producer resent that were already held: acknowledged, not stored again",
-            registry=r,
         )
-        self.producers = Gauge(
-            "relocator_producers",
-            "Producers with ids whose high mark intake holds",
-            registry=r,
+        self.producers = gauge(
+            "relocator_producers", "Producers with ids whose high mark intake holds"
         )
-        self.producers_forgotten = Counter(
+        self.producers_forgotten = counter(
             "relocator_producers_forgotten_total",
             "Producer high marks forgotten, by reason (idle: producer_idle_s without a"
             " frame; cap: above max_producers)",
-            ["reason"],
-            registry=r,
+            "reason",
         )
-        self.journal_skipped = Counter(
+        self.journal_skipped = counter(
             "relocator_journal_skipped_bytes_total",
             "Journal bytes replay did not read as records, by reason (corrupt: skipped up"
             " to the next valid record; torn_tail: the newest segment's unfinished last"
             " write, truncated)",
-            ["reason"],
-            registry=r,
+            "reason",
         )

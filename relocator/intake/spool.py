@@ -53,8 +53,12 @@ def parse_name(name: str, units: int) -> SpoolFile:
     m = _NAME.fullmatch(name)
     if not m:
         raise BadSpoolFile(f"spool file name {name!r} is not <epoch>-<dc>-<type>-<subtype>.srl")
-    unit = zlib.crc32(name.encode()) % units
-    return SpoolFile(name, int(m[1]), m[2], m[3], m[4], unit)
+    return SpoolFile(name, int(m[1]), m[2], m[3], m[4], unit_of(name, units))
+
+
+def unit_of(name: str, units: int) -> int:
+    """The work unit of a spool file: ``crc32(name) % units``."""
+    return zlib.crc32(name.encode()) % units
 
 
 class Spool:
@@ -65,6 +69,10 @@ class Spool:
         directory.mkdir(parents=True, exist_ok=True)
         self._units = units
         self._max_bytes = max_bytes
+
+    def unit(self, name: str) -> int:
+        """The work unit of the file ``name``."""
+        return unit_of(name, self._units)
 
     def waiting(self, skip: Callable[[SpoolFile], bool]) -> list[SpoolFile]:
         """Files present, oldest name first, except those ``skip`` says are taken.
