@@ -1,21 +1,52 @@
 """Writing epochs as relocators write them, for tests and examples against a devnode or
-a real Riak (every chunk first, the epoch's metadata last), and reading split chunks
-back."""
+a real Riak (every chunk first, the epoch's metadata last: :func:`write_epoch`,
+:func:`store_events`, :func:`store_chunks`), and reading split chunks back; the designed
+props of the chunk bucket types; a config file refused.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 from eventstore.blob import pack_blob, unpack_blob
-from eventstore.chunking import Chunk
+from eventstore.chunking import CHUNK_MAX_BYTES, Chunk, chunk_events
 from eventstore.names import ChunkKey, MetadataKey, format_metadata
 from eventstore.riak import RiakClient
+from eventstore.settings import SettingsError
 
-__all__ = ["Spec", "store_chunks", "stored_by_type", "unpacked_events", "write_epoch"]
+__all__ = [
+    "DESIGNED_CHUNK_PROPS",
+    "Spec",
+    "config_refusal",
+    "store_chunks",
+    "store_events",
+    "stored_by_type",
+    "unpacked_events",
+    "write_epoch",
+]
 
 #: (type, subtype) -> the events of each of its chunks, in chunk order.
 Spec = dict[tuple[str, str], list[list[dict[str, Any]]]]
+
+#: The props of the ``events`` and ``epochs`` bucket types as shared/DESIGN.md section 3
+#: designs them (immutable chunks: no siblings, the last write wins, w of all three
+#: replicas, r of one). Written out here, not taken from the devnode's defaults, so that
+#: a test comparing a store's props with them can fail.
+DESIGNED_CHUNK_PROPS: dict[str, Any] = {
+    "n_val": 3,
+    "allow_mult": False,
+    "last_write_wins": True,
+    "w": 3,
+    "dw": 0,
+    "pw": 0,
+    "r": 1,
+    "pr": 0,
+    "notfound_ok": True,
+    "basic_quorum": True,
+}
 
 
 def unpacked_events(chunks: list[Chunk]) -> list[Any]:
@@ -69,6 +100,28 @@ def write_epoch(riaks: list[RiakClient], epoch: int, dc: str, spec: Spec) -> lis
     return store_chunks(riaks, epoch, dc, blobs)
 
 
+def store_events(
+    riaks: list[RiakClient],
+    epoch: int,
+    dc: str,
+    events: Sequence[dict[str, Any]],
+    *,
+    chunk_max_bytes: int = CHUNK_MAX_BYTES,
+) -> list[ChunkKey]:
+    """Store ``events`` as one epoch-dc as a relocator does: grouped by (type, subtype),
+    each group cut into chunks of at most ``chunk_max_bytes`` (:func:`chunk_events`), in
+    every client's cluster (:func:`store_chunks`). Returns the keys in metadata order."""
+    groups: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
+    for event in events:
+        groups[(event["type"], event["subtype"])].append(event)
+    blobs = [
+        (type_, subtype, chunk.data)
+        for (type_, subtype), group in sorted(groups.items())
+        for chunk in chunk_events(group, chunk_max_bytes=chunk_max_bytes)
+    ]
+    return store_chunks(riaks, epoch, dc, blobs)
+
+
 def store_chunks(
     riaks: list[RiakClient], epoch: int, dc: str, blobs: list[tuple[str, str, bytes]]
 ) -> list[ChunkKey]:
@@ -92,3 +145,18 @@ def store_chunks(
             content_type="text/plain",
         )
     return keys
+
+
+def config_refusal(load: Callable[[Path], object], path: Path, text: str) -> str:
+    """Write ``text`` to the config file ``path``, load it with ``load`` (a daemon's
+    settings loader) and return the message of the :class:`SettingsError` it raises.
+
+    Raises:
+        AssertionError: the file was accepted.
+    """
+    path.write_text(text)
+    try:
+        load(path)
+    except SettingsError as e:
+        return str(e)
+    raise AssertionError(f"{path} was accepted: {text!r}")

@@ -7,10 +7,12 @@ for failing tests (kazoo's harness does the same). :class:`RelocatorProcess` run
 ``python -m relocator`` with a given config and can SIGKILL it for crash tests;
 :func:`run_relocator_to_exit` runs one that is expected to refuse to start, and
 :func:`hiding_modules` makes optional packages unimportable in such a child.
+:func:`numbered_sealer` is a sealer for unit tests, without a process.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 import shutil
 import socket
@@ -31,6 +33,9 @@ from eventstore.blob import unpack_blob
 from eventstore.names import parse_metadata
 from eventstore.riak import NotFound, RiakClient
 from fleet.harness import ServerProcess, environment_without
+from relocator import defaults
+from relocator.metrics import Metrics
+from relocator.sealer import Sealer
 from relocator.wire import ACK, LENGTH, encode_frame
 
 ZOOKEEPER_JARS = ("/usr/share/java/zookeeper.jar", "/usr/share/java/slf4j-simple.jar")
@@ -330,6 +335,29 @@ def drained(status: Mapping[str, Any]) -> bool:
         and status["batches"] == 0
         and not any(status["backlog"].values())
     )
+
+
+def numbered_sealer(
+    *,
+    writer_id: int = 7,
+    first_seq: int = 40,
+    chunk_max_bytes: int = 20_000,
+    max_event_bytes: int = defaults.MAX_EVENT_BYTES,
+) -> tuple[Sealer, Metrics]:
+    """A :class:`~relocator.sealer.Sealer` compressing with zstd whose sequence numbers
+    count up from ``first_seq``, and the fresh :class:`~relocator.metrics.Metrics` it
+    counts in."""
+    counter = itertools.count(first_seq)
+    metrics = Metrics()
+    sealer = Sealer(
+        writer_id=writer_id,
+        reserve_seq=lambda: next(counter),
+        chunk_max_bytes=chunk_max_bytes,
+        compress="zstd",
+        metrics=metrics,
+        max_event_bytes=max_event_bytes,
+    )
+    return sealer, metrics
 
 
 class AckedSender:

@@ -13,18 +13,16 @@ fallback, through the fork server and forked from the caller."""
 
 from __future__ import annotations
 
-from collections import defaultdict
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from companion.testing import Stack, start_stack
 from consumer_lib import EventsClient
 from consumer_lib.substream import SubstreamReader
-from eventstore.chunking import chunk_events
-from eventstore.names import ChunkKey, format_metadata
+from eventstore.names import ChunkKey
+from eventstore.testing import store_events
 from relocator.events import generate_events
 from substreams.loader import load_file, plugin_files
 
@@ -63,24 +61,9 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Stack, lis
         events = generate_events(2400, seed=7)
         for offset in range(3):
             epoch = E0 + offset
-            groups: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
-            for e in events[offset * 800 : (offset + 1) * 800]:
-                groups[(e["type"], e["subtype"])].append(e)
-            epoch_keys = []
-            for (type_, subtype), group in sorted(groups.items()):
-                # small chunks, so each group has several
-                for n, chunk in enumerate(chunk_events(group, chunk_max_bytes=16_000)):
-                    key = ChunkKey(epoch, DC, type_, subtype, n)
-                    stack.riak.put("events", "events", key.format(), chunk.data)
-                    epoch_keys.append(key)
-            stack.riak.put(
-                "epochs",
-                "epochs",
-                f"{epoch}-{DC}",
-                format_metadata(epoch_keys).encode(),
-                content_type="text/plain",
-            )
-            keys += epoch_keys
+            part = events[offset * 800 : (offset + 1) * 800]
+            # small chunks, so each group has several
+            keys += store_events([stack.riak], epoch, DC, part, chunk_max_bytes=16_000)
         yield stack, keys
     finally:
         stack.stop()

@@ -24,6 +24,7 @@ from eventstore.riak import (
     Retry,
     RiakClient,
 )
+from eventstore.testing import DESIGNED_CHUNK_PROPS
 
 CHUNK_KEY = "1413813813:1:type1:subtype1:0"
 VALUE_400K = os.urandom(400 * 1024)
@@ -140,18 +141,7 @@ def test_quoted_and_unquoted_keys_are_different_objects(riak: RiakClient, bucket
 @pytest.mark.parametrize("bucket_type", ["events", "epochs"])
 def test_bucket_type_props_as_designed(riak: RiakClient, bucket_type: str) -> None:
     props = riak.get_bucket_type_props(bucket_type)
-    expected = {
-        "n_val": 3,
-        "allow_mult": False,
-        "last_write_wins": True,
-        "w": 3,
-        "dw": 0,
-        "pw": 0,
-        "r": 1,
-        "pr": 0,
-        "notfound_ok": True,
-        "basic_quorum": True,
-    }
+    expected = DESIGNED_CHUNK_PROPS
     assert {k: props.get(k) for k in expected} == expected
 
 

@@ -51,6 +51,13 @@ trees = st.recursive(
     ),
     max_leaves=25,
 )
+arrays = st.lists(trees, max_size=6)
+#: One edit of an encoded body, as :func:`mutate` applies it: (kind, where, byte).
+body_edits = st.tuples(
+    st.sampled_from(["flip", "cut", "insert", "set"]),
+    st.integers(0, 10**6),
+    st.one_of(st.integers(0, 255), st.sampled_from(TAGS)),
+)
 
 
 def decode_all_modes(body: bytes, max_depth: int = 512) -> None:
@@ -73,15 +80,7 @@ def test_arbitrary_bytes(body: bytes) -> None:
 @given(
     trees,
     st.booleans(),
-    st.lists(
-        st.tuples(
-            st.sampled_from(["flip", "cut", "insert", "set"]),
-            st.integers(0, 10**6),
-            st.one_of(st.integers(0, 255), st.sampled_from(TAGS)),
-        ),
-        min_size=1,
-        max_size=6,
-    ),
+    st.lists(body_edits, min_size=1, max_size=6),
     st.sampled_from([512, 4]),
 )
 def test_mutated_bodies(value: Any, dedupe: bool, edits: list[Any], max_depth: int) -> None:
@@ -106,15 +105,8 @@ def mutate(data: bytearray, edits: list[Any]) -> bytes:
 
 @FUZZ
 @given(
-    st.lists(trees, max_size=6),
-    st.lists(
-        st.tuples(
-            st.sampled_from(["flip", "cut", "insert", "set"]),
-            st.integers(0, 10**6),
-            st.one_of(st.integers(0, 255), st.sampled_from(TAGS)),
-        ),
-        max_size=4,
-    ),
+    arrays,
+    st.lists(body_edits, max_size=4),
     st.data(),
 )
 def test_splitter_on_mutated_arrays(array: list[Any], edits: list[Any], data: Any) -> None:
@@ -148,15 +140,8 @@ def test_splitter_on_mutated_arrays(array: list[Any], edits: list[Any], data: An
 
 @FUZZ
 @given(
-    st.lists(trees, max_size=6),
-    st.lists(
-        st.tuples(
-            st.sampled_from(["flip", "cut", "insert", "set"]),
-            st.integers(0, 10**6),
-            st.one_of(st.integers(0, 255), st.sampled_from(TAGS)),
-        ),
-        max_size=4,
-    ),
+    arrays,
+    st.lists(body_edits, max_size=4),
     st.sampled_from([0, 1, 2]),
     st.sampled_from([512, 4]),
 )

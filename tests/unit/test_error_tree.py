@@ -5,7 +5,7 @@ Every exception class riak-events defines derives from
 (:data:`PACKAGE_ROOTS`, defined in the package's ``errors`` module), and a subpackage's
 root derives from its parent package's; no two of the classes share a name; each has
 the ``retriable`` class attribute. The classes are found by importing every module of
-the six packages, so a class defined anywhere (not only in an ``errors`` module) is
+the project's packages, so a class defined anywhere (not only in an ``errors`` module) is
 checked.
 """
 
@@ -15,6 +15,7 @@ import importlib
 import pkgutil
 import sys
 from collections import defaultdict
+from pathlib import Path
 from types import ModuleType
 
 import pytest
@@ -32,16 +33,11 @@ from relocator.errors import RelocatorError
 from sereal_codec.errors import SerealError
 from substreams.errors import SoftTimeout, SubstreamError
 
-PACKAGES = (
-    "sereal_codec",
-    "eventstore",
-    "devnode",
-    "relocator",
-    "companion",
-    "substreams",
-    "consumer_lib",
-    "fleet",
-)
+ROOT = Path(__file__).resolve().parents[2]
+
+#: The project's packages: every top-level folder of the checkout that is a package (so
+#: that a new package is checked without being listed here).
+PACKAGES = tuple(sorted(p.parent.name for p in ROOT.glob("*/__init__.py")))
 
 #: Package -> its one root. A class belongs to the deepest package listed here whose
 #: name prefixes its module (``sereal_codec.pure.variant`` -> ``sereal_codec``).

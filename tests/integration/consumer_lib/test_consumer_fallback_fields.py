@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from consumer_helpers import write_epoch
+from consumer_helpers import client_with_plugin, write_epoch
 
 import sereal_codec as sereal
 from consumer_lib import EventsClient
@@ -74,15 +74,11 @@ Setup = tuple[EventsClient, str, list[ChunkKey], Path]
 @pytest.fixture
 def setup(tmp_path: Path, riak: RiakClient, dc: str) -> Iterator[Setup]:
     name = f"fields_{dc}"
-    directory = tmp_path / "plugins"
-    directory.mkdir()
-    (directory / "fields.py").write_text(PLUGIN.format(name=name))
     web = [e for e in generate_events(1200, seed=16) if e["type"] == "web"]
     keys = write_epoch([riak], E0, dc, {("web", "app"): [web[:300], web[300:600]]})
-    with EventsClient(
-        riak.nodes.nodes, plugin_dirs=[directory], use_entry_points=False, concurrency=2
-    ) as client:
-        yield client, name, keys, directory / "fields.py"
+    source = PLUGIN.format(name=name)
+    with client_with_plugin(tmp_path, riak, "fields.py", source, concurrency=2) as (client, path):
+        yield client, name, keys, path
 
 
 def full_chunk(client: EventsClient, key: ChunkKey) -> list[dict[str, Any]]:

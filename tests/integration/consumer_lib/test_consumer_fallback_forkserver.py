@@ -16,7 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-from consumer_helpers import write_epoch
+from consumer_helpers import client_with_plugin, write_epoch
 from prometheus_client import REGISTRY
 
 from consumer_lib import EventsClient, SubstreamResult
@@ -75,15 +75,11 @@ Setup = tuple[EventsClient, str, list[ChunkKey], Path]
 @pytest.fixture
 def setup(tmp_path: Path, riak: RiakClient, dc: str) -> Iterator[Setup]:
     name = f"fs_{dc}"
-    directory = tmp_path / "plugins"
-    directory.mkdir()
-    (directory / "fs.py").write_text(PLUGIN.format(name=name))
     spec = {("web", "app"): [[{"i": 10 * c + i} for i in range(c + 1)] for c in range(CHUNKS)]}
     keys = write_epoch([riak], E0, dc, spec)
-    with EventsClient(
-        riak.nodes.nodes, plugin_dirs=[directory], use_entry_points=False, concurrency=CHUNKS
-    ) as client:
-        yield client, name, keys, directory
+    source = PLUGIN.format(name=name)
+    with client_with_plugin(tmp_path, riak, "fs.py", source, concurrency=CHUNKS) as (client, path):
+        yield client, name, keys, path.parent
 
 
 def expected(keys: list[ChunkKey]) -> list[tuple[str, str | None, object]]:

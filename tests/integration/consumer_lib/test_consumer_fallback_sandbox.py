@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from consumer_helpers import write_epoch
+from consumer_helpers import client_with_plugin, write_epoch
 from prometheus_client import REGISTRY
 
 from consumer_lib import EventsClient
@@ -25,27 +25,21 @@ from eventstore.names import ChunkKey
 from eventstore.riak import RiakClient
 from fleet.harness import children_of
 from substreams.results import error_value
+from substreams.testing import stubborn_sleeper_source
 
 E0 = 1_700_000_400
 
-PLUGIN = """
+PLUGIN = (
+    """
 import ctypes
 import os
 import time
 
 from substreams import substream
 
-@substream(name="{name}_slow", types=["web"], timeout_s=0.5)
-def slow(events, ctx):
-    # Sleeps 8 s and swallows the sandbox's soft alarm: only the SIGKILL ends it.
-    until = time.monotonic() + 8.0
-    while time.monotonic() < until:
-        try:
-            time.sleep(max(0.0, until - time.monotonic()))
-        except BaseException:
-            pass
-    return len(events)
-
+"""
+    + stubborn_sleeper_source("{name}_slow", 8.0)
+    + """
 # timeout_s=30: the memory limit is reached first, even on a loaded machine
 @substream(name="{name}_bomb", types=["web"], memory_mb=64, timeout_s=30)
 def bomb(events, ctx):
@@ -65,6 +59,7 @@ def segv(events, ctx):
 def count(events, ctx):
     return {{"n": len(events), "chunk": ctx.chunk}}
 """
+)
 
 
 def runs(status: str) -> float:
@@ -86,13 +81,9 @@ Setup = tuple[EventsClient, str, list[ChunkKey]]
 @pytest.fixture
 def setup(tmp_path: Path, riak: RiakClient, dc: str) -> Iterator[Setup]:
     name = f"hostile_{dc}"
-    directory = tmp_path / "plugins"
-    directory.mkdir()
-    (directory / "hostile.py").write_text(PLUGIN.format(name=name))
     keys = write_epoch([riak], E0, dc, {("web", "app"): [[{"i": c}] for c in range(3)]})
-    with EventsClient(
-        riak.nodes.nodes, plugin_dirs=[directory], use_entry_points=False, concurrency=4
-    ) as client:
+    source = PLUGIN.format(name=name)
+    with client_with_plugin(tmp_path, riak, "hostile.py", source, concurrency=4) as (client, _):
         yield client, name, keys
 
 

@@ -40,6 +40,15 @@ def big_spec(epoch: int, chunks: int = 4, per_chunk: int = 300) -> Spec:
     }
 
 
+def read_begun(client: EventsClient, riak: RiakClient, dc: str) -> Iterator[TaggedEvent]:
+    """The :func:`big_spec` epoch written and a read of it that has handed out its first
+    event (its first chunk is out)."""
+    write_epoch([riak], E0, dc, big_spec(E0))
+    stream = client.events(dc, E0, E0 + 1)
+    next(stream)
+    return stream
+
+
 @pytest.fixture(autouse=True)
 def thresholds() -> Iterator[tuple[int, int, int]]:
     """The process's collector thresholds as found, set back whatever a test did."""
@@ -112,9 +121,7 @@ def test_chunks_are_fetched_ahead_and_decoded_one_at_a_time_on_the_consumer_thre
 def test_the_threshold_is_raised_while_a_chunk_is_handed_out_and_set_back_after(
     client: EventsClient, riak: RiakClient, dc: str, thresholds: tuple[int, int, int]
 ) -> None:
-    write_epoch([riak], E0, dc, big_spec(E0))
-    stream = client.events(dc, E0, E0 + 1)
-    next(stream)
+    stream = read_begun(client, riak, dc)
     # the chunk's containers (~300 events of 2 dicts each) do not count
     assert gc.get_threshold()[0] > thresholds[0] + 500
     assert gc.get_threshold()[1:] == thresholds[1:]
@@ -129,9 +136,7 @@ def test_the_threshold_is_raised_while_a_chunk_is_handed_out_and_set_back_after(
 def test_the_threshold_is_set_back_when_a_read_is_closed_early(
     client: EventsClient, riak: RiakClient, dc: str, thresholds: tuple[int, int, int]
 ) -> None:
-    write_epoch([riak], E0, dc, big_spec(E0))
-    stream = client.events(dc, E0, E0 + 1)
-    next(stream)
+    stream = read_begun(client, riak, dc)
     stream.close()  # type: ignore[attr-defined]
     assert gc.get_threshold() == thresholds
     for _ in client.events(dc, E0, E0 + 1):
@@ -163,9 +168,7 @@ def test_the_threshold_is_set_back_after_an_error_fetching_or_decoding(
 def test_the_application_s_own_threshold_is_kept(
     client: EventsClient, riak: RiakClient, dc: str
 ) -> None:
-    write_epoch([riak], E0, dc, big_spec(E0))
-    stream = client.events(dc, E0, E0 + 1)
-    next(stream)
+    stream = read_begun(client, riak, dc)
     gc.set_threshold(5_000, 20, 30)  # set while the read is open
     assert len(list(stream)) == 4 * 300 - 1
     assert gc.get_threshold() == (5_000, 20, 30)

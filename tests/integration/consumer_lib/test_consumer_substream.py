@@ -19,6 +19,7 @@ from eventstore.names import ChunkKey
 from eventstore.riak import RiakClient
 from substreams.api import Context
 from substreams.results import error_value, ok_value
+from substreams.testing import plugin_dir as write_plugin_dir
 
 E0 = 1_700_000_200
 
@@ -46,10 +47,7 @@ def fallbacks(reason: str) -> float:
 @pytest.fixture
 def plugin_dir(tmp_path: Path, dc: str) -> tuple[Path, str]:
     name = f"count_{dc}"
-    directory = tmp_path / "plugins"
-    directory.mkdir()
-    (directory / "count.py").write_text(PLUGIN.format(name=name))
-    return directory, name
+    return write_plugin_dir(tmp_path, "count.py", PLUGIN.format(name=name)), name
 
 
 def test_each_chunk_is_served_by_the_server_or_by_fallback_with_its_reason(

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -12,12 +13,21 @@ from devnode.testing import DevnodeProcess, raw_request
 from eventstore.riak import BadRequest, NotFound, RiakClient
 
 
+def configured(
+    devnode_factory: type[DevnodeProcess], directory: Path, text: str, **options: Any
+) -> DevnodeProcess:
+    """A devnode, not started, with its data in ``directory/data`` and the config file
+    ``directory/devnode.toml`` holding ``text``."""
+    config = directory / "devnode.toml"
+    config.write_text(text)
+    return devnode_factory(directory / "data", config=config, **options)
+
+
 def test_acknowledged_writes_survive_kill_9(
     tmp_path: Path, devnode_factory: type[DevnodeProcess]
 ) -> None:
     data = tmp_path / "data"
-    node = devnode_factory(data)
-    node.start()
+    node = devnode_factory(data).start()
     values = {f"1413813813:1:t:s:{i}": bytes([i]) * 100_000 for i in range(20)}
     with RiakClient([node.url]) as riak:
         for key, value in values.items():
@@ -55,14 +65,13 @@ def test_invalid_props_are_refused(riak: RiakClient, bucket: str) -> None:
 
 
 def test_expiry_per_bucket_type(tmp_path: Path, devnode_factory: type[DevnodeProcess]) -> None:
-    config = tmp_path / "devnode.toml"
-    config.write_text(
+    node = configured(
+        devnode_factory,
+        tmp_path,
         "[devnode]\npurge_interval_s = 0.3\ntombstone_ttl_s = 0.3\n"
         "[bucket_types.short]\nexpiry_s = 0.6\n"
-        "[bucket_types.short.props]\nallow_mult = false\nlast_write_wins = true\n"
-    )
-    node = devnode_factory(tmp_path / "data", config=config)
-    node.start()
+        "[bucket_types.short.props]\nallow_mult = false\nlast_write_wins = true\n",
+    ).start()
     with RiakClient([node.url]) as riak:
         riak.put("short", "b", "k", b"soon gone")
         riak.put("events", "b", "k", b"stays")
@@ -79,10 +88,8 @@ def test_expiry_per_bucket_type(tmp_path: Path, devnode_factory: type[DevnodePro
 
 
 def test_tombstone_then_reaped(tmp_path: Path, devnode_factory: type[DevnodeProcess]) -> None:
-    config = tmp_path / "devnode.toml"
-    config.write_text("[devnode]\npurge_interval_s = 0.2\ntombstone_ttl_s = 0.5\n")
-    node = devnode_factory(tmp_path / "data", config=config)
-    node.start()
+    text = "[devnode]\npurge_interval_s = 0.2\ntombstone_ttl_s = 0.5\n"
+    node = configured(devnode_factory, tmp_path, text).start()
     path = "/types/events/buckets/b/keys/k"
     raw_request(node.url, "PUT", path, b"x", {"Content-Type": "text/plain"})
     assert raw_request(node.url, "DELETE", path)[0] == 204
@@ -96,10 +103,7 @@ def test_tombstone_then_reaped(tmp_path: Path, devnode_factory: type[DevnodeProc
 
 
 def test_http_details(tmp_path: Path, devnode_factory: type[DevnodeProcess]) -> None:
-    config = tmp_path / "devnode.toml"
-    config.write_text("[devnode]\nmax_object_bytes = 1000\n")
-    node = devnode_factory(tmp_path / "data", config=config)
-    node.start()
+    node = configured(devnode_factory, tmp_path, "[devnode]\nmax_object_bytes = 1000\n").start()
     path = "/buckets/b/keys/k"
     ct = {"Content-Type": "application/octet-stream"}
     assert raw_request(node.url, "PUT", path, b"x" * 1001, ct)[0] == 413
@@ -126,8 +130,6 @@ def test_http_details(tmp_path: Path, devnode_factory: type[DevnodeProcess]) -> 
 def test_bad_config_fails_to_start_with_a_clear_message(
     tmp_path: Path, devnode_factory: type[DevnodeProcess]
 ) -> None:
-    config = tmp_path / "devnode.toml"
-    config.write_text("[ring]\nring_size = 60\n")
-    node = devnode_factory(tmp_path / "data", config=config, start_timeout_s=10)
+    node = configured(devnode_factory, tmp_path, "[ring]\nring_size = 60\n", start_timeout_s=10)
     with pytest.raises(RuntimeError, match="ring_size must be a power of 2"):
         node.start()

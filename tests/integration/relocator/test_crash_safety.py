@@ -9,10 +9,10 @@ import random
 import time
 from pathlib import Path
 
+from relocator_rig import Rig
+
 import sereal_codec as sereal
-from devnode.testing import DevnodeProcess
-from eventstore.riak import RiakClient
-from relocator.testing import AckedSender, RelocatorProcess, relocator_process, stored_events
+from relocator.testing import AckedSender, stored_events
 
 ROUNDS = 14
 
@@ -24,33 +24,14 @@ def _spool(directory: Path, epoch: int, dc: str, tag: str, ids: list[int]) -> No
     os.replace(tmp, directory / f"{epoch}-{dc}-cron-batch-{tag}.srl")
 
 
-def _wait_stored(
-    riak: RiakClient, dc: str, epochs: range, want: set[int], timeout_s: float
-) -> list[int]:
-    deadline = time.monotonic() + timeout_s
-    while True:
-        events, unreadable = stored_events(riak, dc, epochs)
-        assert not unreadable, unreadable
-        ids = [e["id"] for e in events]
-        if want <= set(ids) or time.monotonic() > deadline:
-            return ids
-        time.sleep(0.2)
-
-
 def test_kill9_at_random_points_loses_nothing(
-    tmp_path: Path,
-    session_devnode: DevnodeProcess,
-    riak: RiakClient,
-    dc: str,
-    relocators: list[RelocatorProcess],
+    rig: Rig,
 ) -> None:
     seed = random.randrange(2**32)
     print(f"seed {seed}")
     rng = random.Random(seed)
-    spool = tmp_path / "spool"
-    spool.mkdir()
-    proc, tcp = relocator_process(tmp_path, {"a": session_devnode.url}, spool_dir=spool)
-    relocators.append(proc)
+    spool = rig.spool()
+    proc, tcp = rig.relocator(spool_dir=spool)
     first_epoch = int(time.time()) - 1
     acked: list[int] = []
     spooled: list[int] = []
@@ -58,22 +39,22 @@ def test_kill9_at_random_points_loses_nothing(
     for round_ in range(ROUNDS):
         proc.start()
         ids = list(range(10**7 + round_ * 1000, 10**7 + round_ * 1000 + 300))
-        _spool(spool, int(time.time()), dc, f"r{round_}", ids)
+        _spool(spool, int(time.time()), rig.dc, f"r{round_}", ids)
         spooled += ids
-        sender = AckedSender(tcp, dc, first_id=next_id).start()
+        sender = AckedSender(tcp, rig.dc, first_id=next_id).start()
         time.sleep(rng.uniform(0.0, 2.5))
         proc.kill()
         sender.stop()
         acked += sender.acked
         next_id = sender.next_id
         # after every crash: whatever metadata exists lists only readable chunks
-        _, unreadable = stored_events(riak, dc, range(first_epoch, int(time.time()) + 2))
+        _, unreadable = stored_events(rig.riak, rig.dc, range(first_epoch, int(time.time()) + 2))
         assert not unreadable, f"round {round_}: {unreadable}"
     assert len(acked) > 1000, "the sender got too few acknowledgements to test anything"
     proc.start()
     epochs = range(first_epoch, int(time.time()) + 2)
     want = set(acked) | set(spooled)
-    ids = _wait_stored(riak, dc, epochs, want, timeout_s=30)
+    ids = rig.wait_stored(epochs, want, timeout_s=30)
     missing = want - set(ids)
     assert not missing, (
         f"{len(missing)} acknowledged/spooled events lost, e.g. {sorted(missing)[:10]}"

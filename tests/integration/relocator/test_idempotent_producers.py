@@ -17,15 +17,13 @@ import re
 import socket
 import threading
 import time
-from pathlib import Path
 
 import pytest
+from relocator_rig import Rig
 
-from devnode.testing import DevnodeProcess
-from eventstore.riak import RiakClient
 from relocator.ack_proxy import AckCutProxy
 from relocator.producer import TcpEmitter
-from relocator.testing import RelocatorProcess, relocator_process, stored_events, with_sitecustomize
+from relocator.testing import RelocatorProcess, with_sitecustomize
 from relocator.wire import ACK, FrameParser, scan_stream
 
 
@@ -34,10 +32,8 @@ def _metric(proc: RelocatorProcess, name: str) -> float:
     return float(m.group(1)) if m else 0.0
 
 
-def _count(riak: RiakClient, dc: str, first_epoch: int) -> tuple[set[int], int]:
-    events, unreadable = stored_events(riak, dc, range(first_epoch, int(time.time()) + 2))
-    assert not unreadable, unreadable
-    ids = [e["id"] for e in events]
+def _count(rig: Rig, first_epoch: int) -> tuple[set[int], int]:
+    ids = rig.stored_ids(range(first_epoch, int(time.time()) + 2))
     return set(ids), len(ids) - len(set(ids))
 
 
@@ -53,20 +49,15 @@ EVENTS = 4000
 
 
 @pytest.mark.parametrize("idempotent", [True, False], ids=["with-ids", "control-without-ids"])
-def test_swallowed_acks_and_cut_connections_store_each_event_once(  # noqa: PLR0917 (fixtures)
-    tmp_path: Path,
-    session_devnode: DevnodeProcess,
-    riak: RiakClient,
-    dc: str,
-    relocators: list[RelocatorProcess],
+def test_swallowed_acks_and_cut_connections_store_each_event_once(
+    rig: Rig,
     idempotent: bool,
 ) -> None:
-    proc, tcp = relocator_process(tmp_path, {"a": session_devnode.url})
-    relocators.append(proc)
+    proc, tcp = rig.relocator()
     proc.start()
     proxy = AckCutProxy(tcp, cuts=16, every=2)
     first_epoch = int(time.time()) - 1
-    emitter = TcpEmitter("127.0.0.1", proxy.port, dc=dc, idempotent=idempotent)
+    emitter = TcpEmitter("127.0.0.1", proxy.port, dc=rig.dc, idempotent=idempotent)
     try:
         _emit_paced(emitter, range(EVENTS), rounds=80)
         assert emitter.flush(60), f"{emitter.pending()} never acknowledged"
@@ -75,7 +66,7 @@ def test_swallowed_acks_and_cut_connections_store_each_event_once(  # noqa: PLR0
         proxy.close()
     assert proxy.cuts == 16, f"only {proxy.cuts} acknowledgements swallowed"
     proc.wait_drained()
-    ids, twice = _count(riak, dc, first_epoch)
+    ids, twice = _count(rig, first_epoch)
     lost = EVENTS - len(ids)
     print(f"{EVENTS} events, {proxy.cuts} acks swallowed: {lost} lost, {twice} extra copies")
     assert ids == set(range(EVENTS)), f"{EVENTS - len(ids)} acknowledged events lost"
@@ -97,22 +88,17 @@ relocator.daemon.Relocator._recover_producers = lambda self, frame: None
 
 
 @pytest.mark.parametrize("recover", [True, False], ids=["recovered", "control-forgetful"])
-def test_frames_journaled_but_unacknowledged_at_a_kill9_are_recognised_after_restart(  # noqa: PLR0917
-    tmp_path: Path,
-    session_devnode: DevnodeProcess,
-    riak: RiakClient,
-    dc: str,
-    relocators: list[RelocatorProcess],
+def test_frames_journaled_but_unacknowledged_at_a_kill9_are_recognised_after_restart(
+    rig: Rig,
     recover: bool,
 ) -> None:
-    env = None if recover else with_sitecustomize(tmp_path / "site", _FORGETFUL)
-    proc, tcp = relocator_process(tmp_path, {"a": session_devnode.url}, env=env)
-    relocators.append(proc)
+    env = None if recover else with_sitecustomize(rig.tmp_path / "site", _FORGETFUL)
+    proc, tcp = rig.relocator(env=env)
     proc.start()
     proxy = AckCutProxy(tcp)
     proxy.hold = True  # the relocator journals and acknowledges; the producer never hears
     first_epoch = int(time.time()) - 1
-    emitter = TcpEmitter("127.0.0.1", proxy.port, dc=dc)
+    emitter = TcpEmitter("127.0.0.1", proxy.port, dc=rig.dc)
     try:
         for i in range(500):
             assert emitter.emit({"id": i}, "web", "www")
@@ -130,7 +116,7 @@ def test_frames_journaled_but_unacknowledged_at_a_kill9_are_recognised_after_res
         emitter.close()
         proxy.close()
     proc.wait_drained()
-    ids, twice = _count(riak, dc, first_epoch)
+    ids, twice = _count(rig, first_epoch)
     assert ids == set(range(500))
     if recover:
         assert twice == 0, f"{twice} events stored twice"
@@ -142,25 +128,20 @@ def test_frames_journaled_but_unacknowledged_at_a_kill9_are_recognised_after_res
 
 
 def test_a_producer_without_ids_is_served_at_least_once_and_counted(
-    tmp_path: Path,
-    session_devnode: DevnodeProcess,
-    riak: RiakClient,
-    dc: str,
-    relocators: list[RelocatorProcess],
+    rig: Rig,
 ) -> None:
     """Old producer -> new relocator: the stream version 1 bytes (``idempotent=False``
     sends exactly what the emitter sent before ids)."""
-    proc, tcp = relocator_process(tmp_path, {"a": session_devnode.url})
-    relocators.append(proc)
+    proc, tcp = rig.relocator()
     proc.start()
     first_epoch = int(time.time()) - 1
-    emitter = TcpEmitter("127.0.0.1", tcp, dc=dc, idempotent=False)
+    emitter = TcpEmitter("127.0.0.1", tcp, dc=rig.dc, idempotent=False)
     for i in range(300):
         assert emitter.emit({"id": i}, "lb", "haproxy")
     assert emitter.flush(20)
     emitter.close()
     proc.wait_drained()
-    ids, twice = _count(riak, dc, first_epoch)
+    ids, twice = _count(rig, first_epoch)
     assert ids == set(range(300)) and twice == 0
     assert _metric(proc, 'relocator_tcp_events_total{producer="legacy"}') == 300
     assert _metric(proc, 'relocator_tcp_events_total{producer="idempotent"}') == 0

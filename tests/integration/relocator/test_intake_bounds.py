@@ -9,11 +9,10 @@ import time
 from pathlib import Path
 
 import zstandard
+from relocator_rig import Rig
 
 import sereal_codec as sereal
-from devnode.testing import DevnodeProcess
-from eventstore.riak import RiakClient
-from relocator.testing import RelocatorProcess, relocator_process, send_acked, stored_events
+from relocator.testing import RelocatorProcess, send_acked, stored_events
 from relocator.wire import encode_frame
 from sereal_codec import compression
 
@@ -57,14 +56,9 @@ def _dropped(proc: RelocatorProcess, reason: str) -> float:
 
 
 def test_inflating_frames_and_non_dicts_are_refused_with_bounded_memory(
-    tmp_path: Path,
-    session_devnode: DevnodeProcess,
-    riak: RiakClient,
-    dc: str,
-    relocators: list[RelocatorProcess],
+    rig: Rig,
 ) -> None:
-    proc, tcp = relocator_process(tmp_path, {"a": session_devnode.url})
-    relocators.append(proc)
+    proc, tcp = rig.relocator()
     proc.start()
     assert proc.pid is not None
     bomb, bomb_dict = _inflating_document(as_dict=False), _inflating_document(as_dict=True)
@@ -72,7 +66,7 @@ def test_inflating_frames_and_non_dicts_are_refused_with_bounded_memory(
     epoch = int(time.time())
 
     def frame(doc: bytes) -> bytes:
-        return encode_frame(epoch, dc, "web", "www", doc)
+        return encode_frame(epoch, rig.dc, "web", "www", doc)
 
     # warm up (imports, threads, first chunk), then measure around the hostile input
     _send(tcp, [frame(sereal.encode({"id": -1}))])
@@ -96,7 +90,7 @@ def test_inflating_frames_and_non_dicts_are_refused_with_bounded_memory(
     want = {-1, 0, 1, 2}
     deadline = time.monotonic() + 30
     while True:
-        events, unreadable = stored_events(riak, dc, range(epoch, epoch + 1))
+        events, unreadable = stored_events(rig.riak, rig.dc, range(epoch, epoch + 1))
         assert not unreadable
         ids = [e["id"] for e in events if isinstance(e, dict) and "id" in e]
         if set(ids) >= want or time.monotonic() > deadline:

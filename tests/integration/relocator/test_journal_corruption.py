@@ -7,11 +7,12 @@ import socket
 import time
 from pathlib import Path
 
+from relocator_rig import Rig
+
 import sereal_codec as sereal
-from devnode.testing import DevnodeProcess, free_port
-from eventstore.riak import RiakClient
+from devnode.testing import free_port
 from relocator.journal import Gap, Record, scan_records
-from relocator.testing import RelocatorProcess, send_acked, stored_events, write_config
+from relocator.testing import RelocatorProcess, send_acked, write_config
 from relocator.wire import encode_frame
 
 RECORDS = 8
@@ -32,21 +33,17 @@ def _send_acked(port: int, dc: str, epoch: int) -> None:
 
 
 def test_corrupt_first_record_loses_only_its_events(
-    tmp_path: Path,
-    session_devnode: DevnodeProcess,
-    riak: RiakClient,
-    dc: str,
-    relocators: list[RelocatorProcess],
+    rig: Rig,
 ) -> None:
     tcp, mport = free_port(), free_port()
-    data_dir = tmp_path / "data"
+    data_dir = rig.tmp_path / "data"
 
     def config(*, hold: bool) -> Path:
         # hold: nothing is sealed (grace and hold of an hour, one journal segment)
         return write_config(
-            tmp_path / "r.toml",
+            rig.tmp_path / "r.toml",
             data_dir=data_dir,
-            clusters={"a": session_devnode.url},
+            clusters={"a": rig.devnode.url},
             tcp_port=tcp,
             metrics_port=mport,
             grace_s=3600.0 if hold else 0.2,
@@ -54,11 +51,11 @@ def test_corrupt_first_record_loses_only_its_events(
             extra=f"max_hold_s = {3600.0 if hold else 10.0}",
         )
 
-    proc = RelocatorProcess(config(hold=True), metrics_port=mport, log_path=tmp_path / "r.log")
-    relocators.append(proc)
+    proc = RelocatorProcess(config(hold=True), metrics_port=mport, log_path=rig.tmp_path / "r.log")
+    rig.relocators.append(proc)
     proc.start()
     epoch = int(time.time())
-    _send_acked(tcp, dc, epoch)
+    _send_acked(tcp, rig.dc, epoch)
     proc.kill()  # kill -9: the acknowledged events are only in the journal
 
     (segment,) = sorted((data_dir / "journal").glob("*.blk"))
@@ -73,14 +70,7 @@ def test_corrupt_first_record_loses_only_its_events(
     proc.config = config(hold=False)
     proc.start()
     want = set(range(PER_RECORD, RECORDS * PER_RECORD))
-    deadline = time.monotonic() + 30
-    while True:
-        events, unreadable = stored_events(riak, dc, range(epoch, epoch + 1))
-        assert not unreadable
-        ids = [e["id"] for e in events]
-        if want <= set(ids) or time.monotonic() > deadline:
-            break
-        time.sleep(0.2)
+    ids = rig.wait_stored(range(epoch, epoch + 1), want)
     assert sorted(ids) == sorted(want)  # all 1,050, none twice, none of the bad record
     skipped = records[1].start - 8  # the first record's bytes, header included
     assert f'relocator_journal_skipped_bytes_total{{reason="corrupt"}} {float(skipped)}' in (

@@ -15,14 +15,13 @@ second batch, and each is then stored twice, in two chunks of the epoch.
 from __future__ import annotations
 
 import time
-from pathlib import Path
 
 import pytest
+from relocator_rig import Rig
 
-from devnode.testing import DevnodeProcess, StoreProxy
-from eventstore.riak import RiakClient
+from devnode.testing import StoreProxy
 from relocator.producer import TcpEmitter
-from relocator.testing import RelocatorProcess, relocator_process, stored_events, with_sitecustomize
+from relocator.testing import stored_events, with_sitecustomize
 
 
 class MetadataRefusingProxy(StoreProxy):
@@ -61,27 +60,20 @@ relocator.state.State.get = _get_without_positions
 
 
 @pytest.mark.parametrize("positions", [True, False], ids=["covered", "control-uncovered"])
-def test_kill9_between_chunks_and_metadata_stores_each_event_once(  # noqa: PLR0917 (fixtures)
-    tmp_path: Path,
-    session_devnode: DevnodeProcess,
-    riak: RiakClient,
-    dc: str,
-    relocators: list[RelocatorProcess],
-    positions: bool,
+def test_kill9_between_chunks_and_metadata_stores_each_event_once(
+    rig: Rig, positions: bool
 ) -> None:
-    proxy = MetadataRefusingProxy(session_devnode.url)
-    proc, tcp = relocator_process(
-        tmp_path,
+    proxy = MetadataRefusingProxy(rig.devnode.url)
+    proc, tcp = rig.relocator(
         {"a": proxy.url},
-        env=None if positions else with_sitecustomize(tmp_path / "site", _NO_POSITIONS),
+        env=None if positions else with_sitecustomize(rig.tmp_path / "site", _NO_POSITIONS),
         # the events stay in the active journal segment (a segment is deleted once its
         # frames are in stored batches: then there is nothing to replay at all)
         segment_max_s=60.0,
     )
-    relocators.append(proc)
     proc.start()
     first_epoch = int(time.time()) - 1
-    emitter = TcpEmitter("127.0.0.1", tcp, dc=dc)
+    emitter = TcpEmitter("127.0.0.1", tcp, dc=rig.dc)
     try:
         for i in range(600):
             assert emitter.emit({"id": i, "kind": "search"}, "web", "www" if i % 2 else "api")
@@ -93,7 +85,7 @@ def test_kill9_between_chunks_and_metadata_stores_each_event_once(  # noqa: PLR0
         # chunks stored, metadata refused (the batch stays in the backlog): kill -9 here
         proc.kill()
         epochs = range(first_epoch, int(time.time()) + 2)
-        assert stored_events(riak, dc, epochs) == ([], [])  # nothing listed yet
+        assert stored_events(rig.riak, rig.dc, epochs) == ([], [])  # nothing listed yet
         proxy.refusing = False
         proc.start()
         deadline = time.monotonic() + 30
@@ -106,9 +98,7 @@ def test_kill9_between_chunks_and_metadata_stores_each_event_once(  # noqa: PLR0
     finally:
         emitter.close()
         proxy.close()
-    events, unreadable = stored_events(riak, dc, range(first_epoch, int(time.time()) + 2))
-    assert not unreadable, unreadable
-    ids = [e["id"] for e in events]
+    ids = rig.stored_ids(range(first_epoch, int(time.time()) + 2))
     assert set(ids) == set(range(600)), "acknowledged events lost"
     twice = len(ids) - len(set(ids))
     if positions:

@@ -9,11 +9,10 @@ import time
 from pathlib import Path
 
 import pytest
+from relocator_rig import Rig
 
 import sereal_codec as sereal
-from devnode.testing import DevnodeProcess
-from eventstore.riak import RiakClient
-from relocator.testing import RelocatorProcess, ZooKeeperProcess, relocator_process, stored_events
+from relocator.testing import RelocatorProcess, ZooKeeperProcess
 
 UNITS = 8
 
@@ -35,33 +34,25 @@ def _owned(procs: list[RelocatorProcess]) -> list[set[int]]:
 
 
 def test_two_relocators_never_share_a_unit_and_takeover_loses_nothing(
+    rig: Rig,
     *,
-    tmp_path: Path,
-    session_devnode: DevnodeProcess,
-    riak: RiakClient,
-    dc: str,
     zookeeper_server: ZooKeeperProcess,
     zookeeper: str,
-    relocators: list[RelocatorProcess],
 ) -> None:
-    spool = tmp_path / "spool"
-    spool.mkdir()
+    spool = rig.spool()
     procs = []
     for w in (1, 2):
-        p, _ = relocator_process(
-            tmp_path,
-            {"a": session_devnode.url},
+        p, _ = rig.relocator(
             name=f"r{w}",
-            data_dir=tmp_path / f"data{w}",
+            data_dir=rig.tmp_path / f"data{w}",
             spool_dir=spool,
             writer_id=w,
             zookeeper=(zookeeper_server.hosts, zookeeper),
             extra=f"spool_units = {UNITS}",
         )
-        relocators.append(p.start())
-        procs.append(p)
+        procs.append(p.start())
     epoch = int(time.time())
-    want = _drop(spool, epoch, dc, 24, 0)
+    want = _drop(spool, epoch, rig.dc, 24, 0)
 
     def check_disjoint() -> list[set[int]]:
         owned = _owned(procs)
@@ -81,7 +72,7 @@ def test_two_relocators_never_share_a_unit_and_takeover_loses_nothing(
         pytest.fail(f"no fair split: {_owned(procs)}")
 
     # kill one while it works; the other takes everything over
-    want += _drop(spool, epoch, dc, 24, 100_000)
+    want += _drop(spool, epoch, rig.dc, 24, 100_000)
     time.sleep(0.3)
     procs[0].kill()
     deadline = time.monotonic() + 15
@@ -92,7 +83,7 @@ def test_two_relocators_never_share_a_unit_and_takeover_loses_nothing(
         time.sleep(0.05)
     else:
         pytest.fail(f"no takeover: {_owned(procs)}")
-    want += _drop(spool, epoch, dc, 8, 200_000)
+    want += _drop(spool, epoch, rig.dc, 8, 200_000)
 
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline and any(p.suffix == ".srl" for p in spool.iterdir()):
@@ -100,9 +91,7 @@ def test_two_relocators_never_share_a_unit_and_takeover_loses_nothing(
     left = sorted(p.name for p in spool.iterdir() if p.suffix == ".srl")
     assert not left, f"spool files never finished: {left}"
     assert not (spool / ".rejected").exists()
-    events, unreadable = stored_events(riak, dc, range(epoch, epoch + 1))
-    assert not unreadable
-    ids = [e["id"] for e in events]
+    ids = rig.stored_ids(range(epoch, epoch + 1))
     assert set(ids) == set(want), f"lost {len(set(want) - set(ids))}"
     assert len(ids) == len(set(ids)), f"{len(ids) - len(set(ids))} events stored twice"
 
@@ -113,5 +102,4 @@ def test_two_relocators_never_share_a_unit_and_takeover_loses_nothing(
         check_disjoint()
         time.sleep(0.1)
     assert procs[0].status()["batches"] == 0
-    events, _ = stored_events(riak, dc, range(epoch, epoch + 1))
-    assert sorted(e["id"] for e in events) == sorted(want)
+    assert sorted(rig.stored_ids(range(epoch, epoch + 1))) == sorted(want)

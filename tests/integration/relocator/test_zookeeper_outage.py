@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from kazoo.client import KazooClient
+from relocator_rig import Rig
 
 from devnode.testing import DevnodeProcess, free_port
 from eventstore.riak import RiakClient
@@ -75,21 +76,11 @@ def _check_stored(riak: RiakClient, dc: str, epochs: range, want: set[int]) -> N
     assert len(ids) == len(set(ids)), f"{len(ids) - len(set(ids))} events stored twice"
 
 
-def test_zookeeper_stopped_under_a_running_relocator(
-    *,
-    tmp_path: Path,
-    session_devnode: DevnodeProcess,
-    riak: RiakClient,
-    dc: str,
-    relocators: list[RelocatorProcess],
-) -> None:
-    zk = ZooKeeperProcess(tmp_path / "zk").start()  # our own: this test stops it
+def test_zookeeper_stopped_under_a_running_relocator(rig: Rig) -> None:
+    zk = ZooKeeperProcess(rig.tmp_path / "zk").start()  # our own: this test stops it
     try:
-        spool = tmp_path / "spool"
-        spool.mkdir()
-        proc, tcp = relocator_process(
-            tmp_path,
-            {"a": session_devnode.url},
+        spool = rig.spool()
+        proc, tcp = rig.relocator(
             spool_dir=spool,
             writer_id=WRITER,
             zookeeper=(zk.hosts, "/outage"),
@@ -97,10 +88,10 @@ def test_zookeeper_stopped_under_a_running_relocator(
             # outage starts in the middle of one
             extra=f"spool_units = {UNITS}",
         )
-        relocators.append(proc.start())
+        proc.start()
         _until(lambda: len(proc.status()["owned_units"]) == UNITS, "all units owned")
         first_epoch = int(time.time())
-        sender = AckedSender(tcp, dc, first_id=0).start()
+        sender = AckedSender(tcp, rig.dc, first_id=0).start()
         _until(lambda: len(sender.acked) > 500, "acks before the outage")
 
         zk.stop()
@@ -110,7 +101,7 @@ def test_zookeeper_stopped_under_a_running_relocator(
         assert code == 503
         assert any("ZooKeeper" in r for r in json.loads(body)["reasons"]), body
         acked_in_outage = len(sender.acked)
-        during = drop_spool_file(spool, first_epoch, dc, range(1_000_000, 1_000_400))
+        during = drop_spool_file(spool, first_epoch, rig.dc, range(1_000_000, 1_000_400))
         # longer than the session timeout (2 s): the session may expire meanwhile
         time.sleep(max(0.0, stopped_at + 5.0 - time.monotonic()))
         assert proc.running
@@ -122,14 +113,14 @@ def test_zookeeper_stopped_under_a_running_relocator(
         zk.start()
         _until(lambda: len(proc.status()["owned_units"]) == UNITS, "units owned again")
         _until(lambda: proc.http("/readyz")[0] == 200, "ready again")
-        after = drop_spool_file(spool, first_epoch, dc, range(2_000_000, 2_000_400))
+        after = drop_spool_file(spool, first_epoch, rig.dc, range(2_000_000, 2_000_400))
         time.sleep(0.5)
         sender.stop()
         _until(lambda: _drained(proc.status(), spool), "everything pushed")
         assert not after.exists() and not during.exists()
         want = set(sender.acked) | set(range(1_000_000, 1_000_400))
         want |= set(range(2_000_000, 2_000_400))
-        _check_stored(riak, dc, range(first_epoch - 1, int(time.time()) + 2), want)
+        _check_stored(rig.riak, rig.dc, range(first_epoch - 1, int(time.time()) + 2), want)
         assert proc.running
         assert "Traceback" not in proc.log_text()
     finally:
@@ -182,21 +173,17 @@ def _expire(hosts: str, client_id: tuple[int, bytes]) -> None:
 
 
 def test_a_session_expired_under_the_relocator(
+    rig: Rig,
     *,
-    tmp_path: Path,
-    session_devnode: DevnodeProcess,
-    riak: RiakClient,
-    dc: str,
     zookeeper_server: ZooKeeperProcess,
     zookeeper: str,
 ) -> None:
-    spool = tmp_path / "spool"
-    spool.mkdir()
+    spool = rig.spool()
     tcp = free_port()
     cfg = write_config(
-        tmp_path / "r.toml",
-        data_dir=tmp_path / "data",
-        clusters={"a": session_devnode.url},
+        rig.tmp_path / "r.toml",
+        data_dir=rig.tmp_path / "data",
+        clusters={"a": rig.devnode.url},
         tcp_port=tcp,
         metrics_port=free_port(),
         spool_dir=spool,
@@ -214,7 +201,7 @@ def test_a_session_expired_under_the_relocator(
         assert zk is not None
         _until(lambda: len(zk.owned()) == 4, "all units owned")
         first_epoch = int(time.time())
-        sender = AckedSender(tcp, dc, first_id=0).start()
+        sender = AckedSender(tcp, rig.dc, first_id=0).start()
         _until(lambda: len(sender.acked) > 300, "acks before the expiry")
         old = zk.client_id
         assert old is not None
@@ -234,16 +221,18 @@ def test_a_session_expired_under_the_relocator(
         assert runner.is_alive()
 
         acked_at_expiry = len(sender.acked)
-        drop_spool_file(spool, first_epoch, dc, range(1_000_000, 1_000_400))
+        drop_spool_file(spool, first_epoch, rig.dc, range(1_000_000, 1_000_400))
         _until(lambda: len(sender.acked) > acked_at_expiry + 300, "acks after the expiry")
         sender.stop()
         _until(lambda: _drained(daemon.status(), spool), "everything pushed")
         want = set(sender.acked) | set(range(1_000_000, 1_000_400))
         epochs = range(first_epoch - 1, int(time.time()) + 2)
         try:
-            _check_stored(riak, dc, epochs, want)
+            _check_stored(rig.riak, rig.dc, epochs, want)
         except AssertionError as e:  # say what the store and the relocator held
-            raise AssertionError(f"{e}\n{_evidence(riak, dc, epochs, daemon.status())}") from None
+            raise AssertionError(
+                f"{e}\n{_evidence(rig.riak, rig.dc, epochs, daemon.status())}"
+            ) from None
         assert runner.is_alive()
     finally:
         if sender is not None:

@@ -30,6 +30,13 @@ def errors(events, ctx):
 """
 
 
+def plugin_file(directory: Path, n: int) -> Path:
+    """``directory/errors.py`` holding version ``n`` of :data:`PLUGIN`."""
+    path = directory / "errors.py"
+    path.write_text(PLUGIN.format(n=n))
+    return path
+
+
 @pytest.fixture(scope="module")
 def server() -> Iterator[ForkServer]:
     s = fallback_server()
@@ -51,9 +58,7 @@ def test_the_fork_server_answers_only_the_chunk_request(server: ForkServer) -> N
 def test_the_fallback_and_a_batch_of_the_companion_go_the_same_road(
     server: ForkServer, tmp_path: Path
 ) -> None:
-    path = tmp_path / "errors.py"
-    path.write_text(PLUGIN.format(n=1))
-    subs = load_file(path)
+    subs = load_file(plugin_file(tmp_path, 1))
     blob = pack_blob(EVENTS)
     (run,) = run_served(server, subs, blob, KEY, DecodeLimits())
     assert (run.status, run.result) == ("ok", {"errors": 2, "n": 1})
@@ -70,19 +75,16 @@ def test_the_fallback_and_a_batch_of_the_companion_go_the_same_road(
 def test_a_chunk_the_decoder_refuses_raises_for_the_stores_own_error(
     server: ForkServer, tmp_path: Path
 ) -> None:
-    path = tmp_path / "errors.py"
-    path.write_text(PLUGIN.format(n=2))
+    subs = load_file(plugin_file(tmp_path, 2))
     with pytest.raises(UndecodedChunk, match=r"chunk does not decode: .*not an array of events"):
-        run_served(server, load_file(path), pack_blob({"not": "events"}), KEY, DecodeLimits())
+        run_served(server, subs, pack_blob({"not": "events"}), KEY, DecodeLimits())
 
 
 def test_a_plugin_changed_since_it_was_loaded_is_an_error_naming_why(
     server: ForkServer, tmp_path: Path
 ) -> None:
-    path = tmp_path / "errors.py"
-    path.write_text(PLUGIN.format(n=3))
-    subs = load_file(path)
-    path.write_text(PLUGIN.format(n=4))  # another version on disk than the one loaded
+    subs = load_file(plugin_file(tmp_path, 3))
+    plugin_file(tmp_path, 4)  # another version on disk than the one loaded
     (run,) = run_served(server, subs, pack_blob(EVENTS), KEY, DecodeLimits())
     assert run.status == "error"
     assert run.error is not None

@@ -3,6 +3,7 @@ named, the data directory required."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -10,6 +11,7 @@ import pytest
 from devnode import defaults
 from devnode.settings import load
 from eventstore.settings import SettingsError
+from eventstore.testing import DESIGNED_CHUNK_PROPS, config_refusal
 
 
 def test_defaults_bind_loopback_and_have_the_designed_types(tmp_path: Path) -> None:
@@ -18,18 +20,7 @@ def test_defaults_bind_loopback_and_have_the_designed_types(tmp_path: Path) -> N
     assert set(s.bucket_types) == {"default", "events", "epochs", "substreams"}
     events = s.bucket_types["events"]
     assert events.expiry_s == 10 * 86400
-    for name, value in {
-        "n_val": 3,
-        "allow_mult": False,
-        "last_write_wins": True,
-        "w": 3,
-        "dw": 0,
-        "pw": 0,
-        "r": 1,
-        "pr": 0,
-        "notfound_ok": True,
-        "basic_quorum": True,
-    }.items():
+    for name, value in DESIGNED_CHUNK_PROPS.items():
         assert events.props[name] == value, name
     sub = s.bucket_types["substreams"]
     assert sub.props["n_val"] < 3 and sub.expiry_s is not None and sub.expiry_s < events.expiry_s
@@ -75,10 +66,8 @@ def test_config_file_merges_over_defaults(tmp_path: Path) -> None:
     ],
 )
 def test_bad_config_is_named(tmp_path: Path, text: str, message: str) -> None:
-    config = tmp_path / "d.toml"
-    config.write_text(text)
-    with pytest.raises(SettingsError, match=message):
-        load(config, data_dir=tmp_path)
+    refusal = config_refusal(lambda path: load(path, data_dir=tmp_path), tmp_path / "d.toml", text)
+    assert re.search(message, refusal)
 
 
 def test_data_dir_required() -> None:

@@ -6,7 +6,6 @@ the same; both counted by reason, neighbours kept."""
 from __future__ import annotations
 
 import array
-import itertools
 import logging
 import random
 
@@ -18,7 +17,7 @@ from eventstore.blob import unpack_blob
 from relocator.aggregator import Group
 from relocator.metrics import Metrics
 from relocator.rejects import Rejections
-from relocator.sealer import Sealer
+from relocator.testing import numbered_sealer
 from relocator.wire import (
     EV_COMPRESSED,
     EV_NOT_A_DICT,
@@ -137,18 +136,6 @@ def test_intake_rejects_too_large_and_non_dicts_and_keeps_neighbours(compiled: b
     ]
 
 
-def _sealer(m: Metrics, cap: int = CAP) -> Sealer:
-    counter = itertools.count(1)
-    return Sealer(
-        writer_id=1,
-        reserve_seq=lambda: next(counter),
-        chunk_max_bytes=200_000,
-        compress="zstd",
-        metrics=m,
-        max_event_bytes=cap,
-    )
-
-
 def test_sealer_opens_compressed_events_with_the_cap_and_refuses_non_dicts() -> None:
     docs = [
         sereal.encode({"id": 0}),
@@ -165,8 +152,10 @@ def test_sealer_opens_compressed_events_with_the_cap_and_refuses_non_dicts() -> 
     g.docs[("web", "")] = docs
     g.positions = array.array("Q", range(len(docs)))
     g.segments = {0: len(docs)}
-    m = Metrics()
-    batch = _sealer(m).seal(g)
+    sealer, m = numbered_sealer(
+        writer_id=1, first_seq=1, chunk_max_bytes=200_000, max_event_bytes=CAP
+    )
+    batch = sealer.seal(g)
     got = [e for v in batch.values for e in unpack_blob(v)]
     assert [e["id"] for e in got] == [0, 1, 5, 7]
     assert got[1]["pad"] == "y" * 3000 and got[2]["r"] == [{"x": "shared"}, "shared"]

@@ -1,7 +1,6 @@
 from __future__ import annotations
 
 import array
-import itertools
 import random
 
 import pytest
@@ -10,21 +9,8 @@ import sereal_codec as sereal
 from eventstore.blob import unpack_blob
 from relocator.aggregator import Group
 from relocator.errors import BadSpoolFile
-from relocator.metrics import Metrics
-from relocator.sealer import Sealer
+from relocator.testing import numbered_sealer
 from sereal_codec import compression, tags
-
-
-def sealer(limit: int = 20_000, writer: int = 7) -> tuple[Sealer, Metrics]:
-    counter = itertools.count(40)
-    m = Metrics()
-    return Sealer(
-        writer_id=writer,
-        reserve_seq=lambda: next(counter),
-        chunk_max_bytes=limit,
-        compress="zstd",
-        metrics=m,
-    ), m
 
 
 def test_group_becomes_chunks_under_the_limit_with_writer_numbering() -> None:
@@ -35,7 +21,7 @@ def test_group_becomes_chunks_under_the_limit_with_writer_numbering() -> None:
     g.docs[("lb", "")] = [sereal.encode({"x": 1})]
     g.positions = array.array("Q", range(301))
     g.segments = {0: 301}
-    s, _ = sealer()
+    s, _ = numbered_sealer()
     b = s.seal(g)
     assert list(b.positions) == list(range(301)) and b.segments == {0}
     assert b.id == "0007-000000000040"
@@ -56,7 +42,7 @@ def test_undecodable_and_oversized_events_are_dropped_and_counted() -> None:
     big = {"blob": random.Random(2).randbytes(40_000).hex()}
     g.docs[("t", "")] = [sereal.encode({"a": 1}), b"not sereal", sereal.encode(big)]
     g.positions = array.array("Q", [1, 2, 3])
-    s, m = sealer()
+    s, m = numbered_sealer()
     b = s.seal(g)
     assert [e for v in b.values for e in unpack_blob(v)] == [{"a": 1}]
     assert m.dropped.labels("undecodable")._value.get() == 1
@@ -65,7 +51,7 @@ def test_undecodable_and_oversized_events_are_dropped_and_counted() -> None:
 
 def test_spool_blob_is_split_and_numbering_can_be_imposed() -> None:
     events = [{"id": i, "pad": "z" * (i % 90)} for i in range(2000)]
-    s, _ = sealer(limit=8_000)
+    s, _ = numbered_sealer(chunk_max_bytes=8_000)
     b = s.seal_spool(
         "x.srl",
         sereal.encode(events),
@@ -83,7 +69,7 @@ def test_spool_blob_is_split_and_numbering_can_be_imposed() -> None:
 
 
 def test_spool_blob_that_is_not_an_array_is_refused() -> None:
-    s, _ = sealer()
+    s, _ = numbered_sealer()
     with pytest.raises(BadSpoolFile):
         s.seal_spool("x.srl", sereal.encode({"a": 1}), epoch=9, dc="d", type_="t", subtype="")
     with pytest.raises(BadSpoolFile):
@@ -94,17 +80,17 @@ def test_spool_blob_that_already_fits_is_stored_verbatim() -> None:
     events = [{"id": i, "job": "billing"} for i in range(500)]
     for compress in ("zlib", "zstd", None):
         blob = sereal.encode(events, compress=compress, protocol=4)
-        s, _ = sealer(limit=len(blob) + 16)
+        s, _ = numbered_sealer(chunk_max_bytes=len(blob) + 16)
         b = s.seal_spool("x.srl", blob, epoch=1, dc="d", type_="t", subtype="")
         assert len(b.values) == 1 and b.events == (500,)
         assert b.values[0][:-16] == blob  # same bytes plus our checksum postfix
         assert unpack_blob(b.values[0]) == events
         # one byte less room: cut and re-encoded instead, same events
-        s, _ = sealer(limit=len(blob) + 15)
+        s, _ = numbered_sealer(chunk_max_bytes=len(blob) + 15)
         b = s.seal_spool("x.srl", blob, epoch=1, dc="d", type_="t", subtype="")
         assert [e for v in b.values for e in unpack_blob(v)] == events
     old = sereal.encode(events, compress="zlib", protocol=3)  # protocol 3: re-encoded
-    s, _ = sealer(limit=10**6)
+    s, _ = numbered_sealer(chunk_max_bytes=10**6)
     b = s.seal_spool("x.srl", old, epoch=1, dc="d", type_="t", subtype="")
     assert b.values[0][:-16] != old
     assert [e for v in b.values for e in unpack_blob(v)] == events
@@ -136,16 +122,7 @@ def test_every_compressed_type_is_opened_with_the_event_cap(name: str) -> None:
     list_body = bytes((tags.REFN, tags.ARRAY, 1)) + text
     cap = len(hash_body) + 10
     big_body = bytes((tags.REFN, tags.HASH, 1)) + key + b"\x26\x80\x10" + b"a" * 2048
-    counter = itertools.count(1)
-    m = Metrics()
-    s = Sealer(
-        writer_id=1,
-        reserve_seq=lambda: next(counter),
-        chunk_max_bytes=200_000,
-        compress="zstd",
-        metrics=m,
-        max_event_bytes=cap,
-    )
+    s, m = numbered_sealer(writer_id=1, first_seq=1, chunk_max_bytes=200_000, max_event_bytes=cap)
     g = Group(epoch=5, dc="ams1", close_at=0)
     g.docs[("web", "")] = [doc(hash_body), doc(list_body), doc(big_body)]
     g.positions = array.array("Q", range(3))

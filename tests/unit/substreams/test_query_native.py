@@ -22,24 +22,10 @@ from sereal_codec.types import PerlObject, PerlRef
 from substreams.examples.event_counts_q import event_counts_q
 from substreams.examples.url_latency_q import url_latency_q
 from substreams.examples.web_5xx_q import web_5xx_q
+from substreams.query import plan as qp
 from substreams.query.evaluate import evaluate
 from substreams.query.native import NATIVE, compile_program, evaluate_body, evaluate_document
 from substreams.query.parse import parse_query
-from substreams.query.plan import (
-    Aggregate,
-    And,
-    Column,
-    Compare,
-    Const,
-    InList,
-    IsNull,
-    Like,
-    Not,
-    Or,
-    Path,
-    Plan,
-    TypeOf,
-)
 from tests.contract.test_queries_match_functions import events as example_events
 from tests.unit.sereal_codec.sereal_strategies import values as any_values
 
@@ -74,12 +60,12 @@ def opened(doc: bytes) -> tuple[bytes, int, int, int]:
     return buf, pos, len(buf), base
 
 
-def native(plans: list[Plan], doc: bytes, binary: str = "utf8") -> list[Any] | None:
+def native(plans: list[qp.Plan], doc: bytes, binary: str = "utf8") -> list[Any] | None:
     """The compiled walk alone on a document (None: not handled)."""
     return evaluate_body(compile_program(plans), *opened(doc), binary=MODES[binary])
 
 
-def check(plans: list[Plan], evs: Any, binary: str = "utf8", dedupe: bool = True) -> bool:
+def check(plans: list[qp.Plan], evs: Any, binary: str = "utf8", dedupe: bool = True) -> bool:
     """Native == reference for every plan; returns whether the walk took the chunk."""
     doc = sereal.encode(evs, dedupe_strings=dedupe)
     decoded = sereal.decode(doc, binary=binary)
@@ -125,7 +111,7 @@ def test_the_examples_on_hypothesis_events(evs: list[dict[str, Any]], binary: st
 
 
 PATHS = [
-    Path(p)
+    qp.Path(p)
     for p in [("a",), ("b",), ("c",), ("a", "x"), ("a", "0"), ("a", "-1"), ("0",), ("0", "x")]
 ]
 LITERALS: list[Any] = [
@@ -163,62 +149,62 @@ def query_events(draw: st.DrawFn) -> Any:
     return draw(st.dictionaries(st.sampled_from(["a", "b", "c", "0", "z"]), field_values))
 
 
-def constant(value: Any) -> Const:
-    return Const(value)
+def constant(value: Any) -> qp.Const:
+    return qp.Const(value)
 
 
 operands = st.one_of(
     st.sampled_from(PATHS),
     st.sampled_from(LITERALS).map(constant),
-    st.sampled_from(PATHS).map(TypeOf),
+    st.sampled_from(PATHS).map(qp.TypeOf),
 )
 leaf_predicates = st.one_of(
-    st.builds(Compare, st.sampled_from(["=", "<>", "<", "<=", ">", ">="]), operands, operands),
+    st.builds(qp.Compare, st.sampled_from(["=", "<>", "<", "<=", ">", ">="]), operands, operands),
     st.builds(
-        InList,
+        qp.InList,
         operands,
         st.lists(st.sampled_from(LITERALS + KIND_NAMES).map(constant), min_size=1, max_size=3).map(
             tuple
         ),
     ),
-    st.builds(IsNull, operands),
+    st.builds(qp.IsNull, operands),
     st.builds(
-        Like, operands, st.sampled_from(["", "a", "a_", "_b", "é", "web", "5"]), st.booleans()
+        qp.Like, operands, st.sampled_from(["", "a", "a_", "_b", "é", "web", "5"]), st.booleans()
     ),
 )
 predicates = st.recursive(
     leaf_predicates,
     lambda inner: st.one_of(
-        st.builds(Not, inner),
-        st.lists(inner, min_size=1, max_size=3).map(tuple).map(And),
-        st.lists(inner, min_size=1, max_size=3).map(tuple).map(Or),
+        st.builds(qp.Not, inner),
+        st.lists(inner, min_size=1, max_size=3).map(tuple).map(qp.And),
+        st.lists(inner, min_size=1, max_size=3).map(tuple).map(qp.Or),
     ),
     max_leaves=6,
 )
 
 
 @st.composite
-def plans(draw: st.DrawFn) -> Plan:
+def plans(draw: st.DrawFn) -> qp.Plan:
     where = draw(st.one_of(st.none(), predicates))
     if draw(st.booleans()):  # SELECT
         paths = draw(st.lists(st.sampled_from(PATHS), min_size=1, max_size=3, unique=True))
-        outputs: list[Any] = [Column(f"c{i}", p) for i, p in enumerate(paths)]
+        outputs: list[Any] = [qp.Column(f"c{i}", p) for i, p in enumerate(paths)]
         if draw(st.booleans()):
-            outputs.append(Column("lit", Const(draw(st.sampled_from(LITERALS)))))
-        return Plan("q", tuple(outputs), where)
+            outputs.append(qp.Column("lit", qp.Const(draw(st.sampled_from(LITERALS)))))
+        return qp.Plan("q", tuple(outputs), where)
     keys = draw(st.lists(st.sampled_from(PATHS), max_size=2, unique=True))
-    outputs = [Column(f"k{i}", p) for i, p in enumerate(keys)]
+    outputs = [qp.Column(f"k{i}", p) for i, p in enumerate(keys)]
     for i in range(draw(st.integers(1, 4))):
         function: Any = draw(st.sampled_from(["count", "sum", "min", "max", "histogram"]))
         path = draw(st.sampled_from(PATHS))
         if function == "count" and draw(st.booleans()):
-            outputs.append(Aggregate(f"g{i}", "count"))
+            outputs.append(qp.Aggregate(f"g{i}", "count"))
         elif function == "histogram":
             bounds = draw(st.sampled_from([(0,), (-1, 0.5, 500), (0.0, 1, 2**63 - 1)]))
-            outputs.append(Aggregate(f"g{i}", "histogram", path, bounds))
+            outputs.append(qp.Aggregate(f"g{i}", "histogram", path, bounds))
         else:
-            outputs.append(Aggregate(f"g{i}", function, path))
-    return Plan("q", tuple(outputs), where, tuple(keys))
+            outputs.append(qp.Aggregate(f"g{i}", function, path))
+    return qp.Plan("q", tuple(outputs), where, tuple(keys))
 
 
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -229,14 +215,14 @@ def plans(draw: st.DrawFn) -> Plan:
     dedupe=st.booleans(),
 )
 def test_random_plans_on_random_events(
-    qs: list[Plan], evs: list[Any], binary: str, dedupe: bool
+    qs: list[qp.Plan], evs: list[Any], binary: str, dedupe: bool
 ) -> None:
     check(qs, evs, binary, dedupe)
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(qs=st.lists(plans(), min_size=1, max_size=2), value=any_values(cycles=False))
-def test_any_value_the_codec_writes(qs: list[Plan], value: Any) -> None:
+def test_any_value_the_codec_writes(qs: list[qp.Plan], value: Any) -> None:
     """References, objects, shared values, regexps: the walk leaves them, the reference
     answers."""
     check(qs, [{"a": value, "b": 1}, value])

@@ -20,6 +20,7 @@ import pytest
 from consumer_lib import EventsClient
 from eventstore.riak import RiakClient
 from substreams.results import error_value, read_result
+from substreams.testing import plugin_dir, stubborn_sleeper_source
 
 pytestmark = [
     pytest.mark.filterwarnings("ignore::ResourceWarning"),
@@ -29,35 +30,26 @@ pytestmark = [
 #: How long the slow plugin sleeps per chunk, seconds (its declared limit is 0.5 s).
 SLEEP_S = 30.0
 
-PLUGIN = """
+PLUGIN = (
+    """
 import time
 
 from substreams import substream
 
-@substream(name="{name}_slow", types=["web"], timeout_s=0.5)
-def slow(events, ctx):
-    # Sleeps {sleep_s} s and swallows the sandbox's soft alarm: only the SIGKILL ends it.
-    until = time.monotonic() + {sleep_s}
-    while time.monotonic() < until:
-        try:
-            time.sleep(max(0.0, until - time.monotonic()))
-        except BaseException:
-            pass
-    return len(events)
-
+"""
+    + stubborn_sleeper_source("{name}_slow", SLEEP_S)
+    + """
 @substream(name="{name}_count", types=["web"])
 def count(events, ctx):
     return len(events)
 """
+)
 
 
 @pytest.fixture
 def plugins(tmp_path: Path) -> tuple[Path, str]:
     name = f"bounded_{random.randrange(10**9)}"
-    directory = tmp_path / "plugins"
-    directory.mkdir()
-    (directory / "bounded.py").write_text(PLUGIN.format(name=name, sleep_s=SLEEP_S))
-    return directory, name
+    return plugin_dir(tmp_path, "bounded.py", PLUGIN.format(name=name)), name
 
 
 def test_substream_rows_of_a_slow_plugin_are_marked_timeout_and_disabled_ones_disabled(

@@ -100,16 +100,20 @@ def dead_client() -> RiakClient:
     return RiakClient([f"http://127.0.0.1:{free_port()}"], retry=Retry(max_tries=1))
 
 
+def get_all_without_client(url: str, depth: int) -> list[tuple[str, bytes | None]]:
+    """``get_all`` of KEYS from ``url`` with a :func:`dead_client` to fall back on."""
+    client = dead_client()
+    try:
+        return list(get_all(client, url, BUCKET_TYPE, BUCKET, KEYS, depth=depth))
+    finally:
+        client.close()
+
+
 def test_a_server_closing_connections_is_reopened(http_node: Any) -> None:
     """Every third answer closes the connection (requests sent after it are lost): the
     pipeline reopens from the first unanswered key; the client is never needed."""
     url = http_node(lambda n, key: (200, value(key), n % 3 == 2))
-    client = dead_client()
-    try:
-        got = list(get_all(client, url, BUCKET_TYPE, BUCKET, KEYS, depth=8))
-    finally:
-        client.close()
-    assert got == [(k, value(k)) for k in KEYS]
+    assert get_all_without_client(url, depth=8) == [(k, value(k)) for k in KEYS]
     handed: list[tuple[str, bytes | None]] = []
     with pytest.raises(PipelineBroken, match=url) as broken:
         handed.extend(pipelined_get(url, BUCKET_TYPE, BUCKET, KEYS, depth=8))
@@ -130,12 +134,7 @@ def test_a_503_is_fetched_again_on_a_reopened_pipeline(http_node: Any) -> None:
         return 200, value(key), False
 
     url = http_node(answer)
-    client = dead_client()
-    try:
-        got = list(get_all(client, url, BUCKET_TYPE, BUCKET, KEYS, depth=4))
-    finally:
-        client.close()
-    assert got == [(k, value(k)) for k in KEYS]
+    assert get_all_without_client(url, depth=4) == [(k, value(k)) for k in KEYS]
     assert tries.count("k5") == 2
 
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import os
 import random
-from collections import defaultdict
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,10 +17,9 @@ import pytest
 
 import sereal_codec as sereal
 from eventstore.blob import verify_postfix
-from eventstore.chunking import chunk_events
 from eventstore.names import ChunkKey
 from eventstore.riak import RiakClient
-from eventstore.testing import store_chunks
+from eventstore.testing import store_events
 from relocator.events import generate_events
 
 pytestmark = [
@@ -84,15 +82,8 @@ def written(session_devnode: Any) -> Iterator[Range]:
     keys: list[ChunkKey] = []
     with RiakClient([session_devnode.url]) as riak:
         for i in range(EPOCHS):
-            groups: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
-            for event in pool[i * 1500 : (i + 1) * 1500]:
-                groups[(event["type"], event["subtype"])].append(event)
-            blobs = [
-                (type_, subtype, chunk.data)
-                for (type_, subtype), group in sorted(groups.items())
-                for chunk in chunk_events(group, chunk_max_bytes=100_000)
-            ]
-            keys += store_chunks([riak], START + i, dc, blobs)
+            part = pool[i * 1500 : (i + 1) * 1500]
+            keys += store_events([riak], START + i, dc, part, chunk_max_bytes=100_000)
     yield Range(session_devnode.url, dc, len(pool), tuple(keys))
 
 
