@@ -15,11 +15,12 @@ from setuptools import Extension, setup
 FLAGS = ["-O3", "-std=c11", "-Wall", "-Wextra", "-Wno-unused-parameter"]
 
 #: Each compiled module, in the package that uses it: the codec's own, the relocator's
-#: frame scanner (with the codec's header-only readers) and the consumer's tagger.
+#: frame scanner (with the codec's header-only readers) and the consumer's tagger (the
+#: codec's header-only binding macros, pymodule.h).
 MODULES = [
     ("sereal_codec._sereal", "sereal_codec/csrc", []),
     ("relocator._frames", "relocator/csrc", ["sereal_codec/csrc"]),
-    ("consumer_lib._tagger", "consumer_lib/csrc", []),
+    ("consumer_lib._tagger", "consumer_lib/csrc", ["sereal_codec/csrc"]),
 ]
 
 ext_modules = []

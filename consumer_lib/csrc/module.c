@@ -1,27 +1,18 @@
 /* consumer_lib._tagger: the consumer's compiled tagger (tag_events.c), bound to Python.
  *
  * consumer_lib.types.tag_chunk is the reference in Python, which this equals object
- * for object (consumer_lib/DESIGN.md). */
-#define PY_SSIZE_T_CLEAN
-#include <Python.h>
+ * for object (consumer_lib/DESIGN.md). The binding boilerplate is the codec's (its
+ * header only: nothing of the codec is linked in). */
+#include "pymodule.h"
 
 PyObject *srl_py_tag_events(PyObject *self, PyObject *args, PyObject *kwargs);
 
 static PyMethodDef methods[] = {
-    {"tag_events", (PyCFunction)(void (*)(void))srl_py_tag_events, METH_VARARGS | METH_KEYWORDS,
-     "tag_events(cls, slots, values, events) -> list\n\n"
-     "A new cls per event, its slot descriptors set to values and the event (last)."},
-    {NULL, NULL, 0, NULL},
+    SRL_METHOD("tag_events", srl_py_tag_events,
+        "tag_events(cls, slots, values, events) -> list\n\n"
+        "A new cls per event, its slot descriptors set to values and the event (last)."),
+    SRL_METHODS_END,
 };
 
-static struct PyModuleDef module_def = {
-    PyModuleDef_HEAD_INIT, "consumer_lib._tagger",
-    "The consumer's compiled tagger (see consumer_lib/DESIGN.md).", -1, methods,
-    NULL, NULL, NULL, NULL,
-};
-
-PyMODINIT_FUNC
-PyInit__tagger(void)
-{
-    return PyModule_Create(&module_def);
-}
+SRL_SIMPLE_MODULE(_tagger, "consumer_lib._tagger",
+                  "The consumer's compiled tagger (see consumer_lib/DESIGN.md).", methods)

@@ -45,22 +45,9 @@ make_string(const Dec *d, const uint8_t *s, Py_ssize_t n, int utf8_tag, int is_k
 static PyObject *
 read_string(Dec *d, Py_ssize_t *pos, uint8_t tag, int is_key)
 {
-    Py_ssize_t p = *pos + 1;
-    Py_ssize_t n;
-    if (tag >= SRL_SHORT_BINARY_LOW) {
-        n = tag & 0x1f;
-    } else {
-        uint64_t len;
-        if (srl_dec_varint(d, &p, &len, "a string length") < 0)
-            return NULL;
-        if (len > (uint64_t)(d->end - p))
-            return srl_raise(srl_state.TruncatedInput, d->end,
-                             "string of %llu bytes runs past the end of the input",
-                             (unsigned long long)len);
-        n = (Py_ssize_t)len;
-    }
-    if (n > d->end - p)
-        return srl_raise(srl_state.TruncatedInput, d->end, "string runs past the end of the input");
+    Py_ssize_t p, n;
+    if (srl_dec_string_bytes(d, *pos, tag, &p, &n) < 0)
+        return NULL;
     PyObject *v = make_string(d, d->data + p, n, tag == SRL_STR_UTF8, is_key);
     if (v != NULL)
         *pos = p + n;
@@ -72,7 +59,7 @@ read_string(Dec *d, Py_ssize_t *pos, uint8_t tag, int is_key)
 PyObject *
 srl_dec_string_at(Dec *d, Py_ssize_t tagpos, int is_key)
 {
-    Py_ssize_t key = srl_string_cache_key(d, tagpos, is_key);
+    Py_ssize_t key = srl_dec_string_key(d, tagpos, is_key);
     intptr_t hit;
     if (srl_offtable_get(&d->strings, key, &hit)) {
         Py_INCREF((PyObject *)hit);
@@ -102,7 +89,7 @@ copy_string_borrowed(Dec *d, Py_ssize_t tagpos, Py_ssize_t *pos, int is_key,
     if (target >= d->start && target < tagpos) {
         /* A cached target was validated when it was first decoded: the hot path
          * touches neither the bitmap nor the target's bytes (cache misses). */
-        Py_ssize_t key = srl_string_cache_key(d, target, is_key);
+        Py_ssize_t key = srl_dec_string_key(d, target, is_key);
         size_t slot = srl_dec_recent_slot(key);
         PyObject *v;
         intptr_t hit;
@@ -112,7 +99,7 @@ copy_string_borrowed(Dec *d, Py_ssize_t tagpos, Py_ssize_t *pos, int is_key,
             v = (PyObject *)hit;
             d->recent[slot].key = key;
             d->recent[slot].value = v;
-        } else if (srl_is_tag_start(d, target) && srl_is_string_tag(d->data[target] & 0x7f)) {
+        } else if (srl_dec_is_tag_start(d, target) && srl_is_string_tag(d->data[target] & 0x7f)) {
             if ((v = srl_dec_string_at(d, target, is_key)) == NULL)
                 return NULL;
             Py_DECREF(v); /* the cache holds it */
@@ -149,10 +136,10 @@ srl_dec_copy_string(Dec *d, Py_ssize_t tagpos, Py_ssize_t *pos, int is_key,
 PyObject *
 srl_dec_key(Dec *d, Py_ssize_t *pos, const char *what, Py_ssize_t *string_pos)
 {
-    if (srl_skip_pad(d, pos) < 0)
+    if (srl_dec_skip_pad(d, pos) < 0)
         return NULL;
     Py_ssize_t tagpos = *pos;
-    srl_mark_tag(d, tagpos);
+    srl_dec_mark(d, tagpos);
     uint8_t t = d->data[tagpos], tag = t & 0x7f;
     if (srl_is_string_tag(tag)) {
         *string_pos = tagpos;
@@ -194,23 +181,23 @@ dec_member(Dec *d, Py_ssize_t *pos)
         return srl_dec_item_tracked(d, pos, NULL); /* raises TruncatedInput */
     uint8_t tag = d->data[p];
     if (tag >= SRL_SHORT_BINARY_LOW && tag < SRL_TRACK) {
-        srl_mark_tag(d, p);
+        srl_dec_mark(d, p);
         return read_string(d, pos, tag, 0);
     }
     if (tag == SRL_COPY) {
         Py_ssize_t target;
-        srl_mark_tag(d, p);
+        srl_dec_mark(d, p);
         PyObject *v = copy_string_borrowed(d, p, pos, 0, &target);
         Py_XINCREF(v);
         return v;
     }
     if (tag < SRL_NEG_LOW) {
-        srl_mark_tag(d, p);
+        srl_dec_mark(d, p);
         *pos = p + 1;
         return PyLong_FromLong(tag);
     }
     if (tag >= SRL_ARRAYREF_LOW && tag < SRL_SHORT_BINARY_LOW) {
-        srl_mark_tag(d, p);
+        srl_dec_mark(d, p);
         if (srl_dec_enter(d, p) < 0)
             return NULL;
         *pos = p + 1;
@@ -221,23 +208,23 @@ dec_member(Dec *d, Py_ssize_t *pos)
     }
     switch (tag) {
     case SRL_VARINT:
-        srl_mark_tag(d, p);
+        srl_dec_mark(d, p);
         *pos = p + 1;
         return read_number(d, p, pos, SRL_K_VARINT);
     case SRL_DOUBLE:
-        srl_mark_tag(d, p);
+        srl_dec_mark(d, p);
         *pos = p + 1;
         return read_number(d, p, pos, SRL_K_DOUBLE);
     case SRL_UNDEF:
-        srl_mark_tag(d, p);
+        srl_dec_mark(d, p);
         *pos = p + 1;
         return Py_NewRef(Py_None);
     case SRL_TRUE:
-        srl_mark_tag(d, p);
+        srl_dec_mark(d, p);
         *pos = p + 1;
         return Py_NewRef(Py_True);
     case SRL_FALSE:
-        srl_mark_tag(d, p);
+        srl_dec_mark(d, p);
         *pos = p + 1;
         return Py_NewRef(Py_False);
     default:
@@ -295,7 +282,7 @@ read_hash(Dec *d, Py_ssize_t tagpos, Py_ssize_t *pos, Py_ssize_t n, int track,
         PyObject *key, *owned_key = NULL;
         if (p < d->end && d->data[p] == SRL_COPY) {
             /* Most keys: a COPY of a key seen before, shared from the cache. */
-            srl_mark_tag(d, p);
+            srl_dec_mark(d, p);
             key = copy_string_borrowed(d, p, pos, 1, &key_pos);
         } else {
             key = owned_key = srl_dec_key(d, pos, "hash key", &key_pos);
@@ -320,18 +307,6 @@ fail:
 }
 
 /* A fixed-size scalar payload of `n` bytes at *pos. */
-static const uint8_t *
-take(Dec *d, Py_ssize_t *pos, Py_ssize_t n, const char *what)
-{
-    if (n > d->end - *pos) {
-        srl_raise(srl_state.TruncatedInput, d->end, "input ends inside %s", what);
-        return NULL;
-    }
-    const uint8_t *s = d->data + *pos;
-    *pos += n;
-    return s;
-}
-
 /* A number of `kind` (VARINT, ZIGZAG, FLOAT, DOUBLE, LONG_DOUBLE, FLOAT_128) whose tag
  * is at tagpos, *pos just after the tag byte. */
 static PyObject *
@@ -349,11 +324,11 @@ read_number(Dec *d, Py_ssize_t tagpos, Py_ssize_t *pos, SrlKind kind)
             return NULL;
         return PyLong_FromLongLong(srl_zigzag_decode(u));
     case SRL_K_FLOAT:
-        if ((s = take(d, pos, 4, "a FLOAT")) == NULL)
+        if ((s = srl_dec_take(d, pos, 4, "a FLOAT")) == NULL)
             return NULL;
         return PyFloat_FromDouble(PyFloat_Unpack4((const char *)s, 1));
     case SRL_K_DOUBLE:
-        if ((s = take(d, pos, 8, "a DOUBLE")) == NULL)
+        if ((s = srl_dec_take(d, pos, 8, "a DOUBLE")) == NULL)
             return NULL;
 #if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
         {
@@ -365,11 +340,11 @@ read_number(Dec *d, Py_ssize_t tagpos, Py_ssize_t *pos, SrlKind kind)
         return PyFloat_FromDouble(PyFloat_Unpack8((const char *)s, 1));
 #endif
     case SRL_K_LONG_DOUBLE:
-        if ((s = take(d, pos, 16, "a LONG_DOUBLE")) == NULL)
+        if ((s = srl_dec_take(d, pos, 16, "a LONG_DOUBLE")) == NULL)
             return NULL;
         return PyFloat_FromDouble(srl_long_double_to_double(s));
     case SRL_K_FLOAT_128:
-        if ((s = take(d, pos, 16, "a FLOAT_128")) == NULL)
+        if ((s = srl_dec_take(d, pos, 16, "a FLOAT_128")) == NULL)
             return NULL;
         return PyFloat_FromDouble(srl_float128_to_double(s));
     default:
@@ -414,10 +389,10 @@ srl_dec_item(Dec *d, Py_ssize_t *pos)
 PyObject *
 srl_dec_item_tracked(Dec *d, Py_ssize_t *pos, const SrlTrack *outer)
 {
-    if (srl_skip_pad(d, pos) < 0)
+    if (srl_dec_skip_pad(d, pos) < 0)
         return NULL;
     Py_ssize_t tagpos = *pos;
-    srl_mark_tag(d, tagpos);
+    srl_dec_mark(d, tagpos);
     uint8_t t = d->data[tagpos], tag = t & 0x7f;
     SrlTrack self = {tagpos, outer};
     /* Where the value goes once decoded; NULL when the tag registers it itself. */
@@ -427,9 +402,7 @@ srl_dec_item_tracked(Dec *d, Py_ssize_t *pos, const SrlTrack *outer)
 
     *pos = tagpos + 1;
     switch (kind) {
-    case SRL_K_SHORT_BINARY:
-    case SRL_K_BINARY:
-    case SRL_K_STR_UTF8:
+    SRL_CASE_STRING:
         *pos = tagpos;
         v = read_string(d, pos, tag, 0);
         break;
@@ -438,8 +411,7 @@ srl_dec_item_tracked(Dec *d, Py_ssize_t *pos, const SrlTrack *outer)
         v = srl_dec_copy_string(d, tagpos, pos, 0, &target);
         break;
     }
-    case SRL_K_ARRAYREF:
-    case SRL_K_HASHREF:
+    SRL_CASE_CONTAINER_REF:
         if (srl_dec_enter(d, tagpos) < 0)
             return NULL;
         if (kind == SRL_K_HASHREF)
@@ -455,12 +427,7 @@ srl_dec_item_tracked(Dec *d, Py_ssize_t *pos, const SrlTrack *outer)
     case SRL_K_NEG:
         v = PyLong_FromLong((long)tag - SRL_NEG_LOW - 16);
         break;
-    case SRL_K_VARINT:
-    case SRL_K_ZIGZAG:
-    case SRL_K_FLOAT:
-    case SRL_K_DOUBLE:
-    case SRL_K_LONG_DOUBLE:
-    case SRL_K_FLOAT_128:
+    SRL_CASE_WIDE_NUMBER:
         v = read_number(d, tagpos, pos, kind);
         break;
     case SRL_K_UNDEF:
@@ -472,8 +439,7 @@ srl_dec_item_tracked(Dec *d, Py_ssize_t *pos, const SrlTrack *outer)
     case SRL_K_FALSE:
         v = Py_NewRef(Py_False);
         break;
-    case SRL_K_ARRAY:
-    case SRL_K_HASH:
+    SRL_CASE_CONTAINER:
         v = srl_dec_container(d, tagpos, pos, outer, 0);
         track = NULL;
         break;
@@ -488,8 +454,7 @@ srl_dec_item_tracked(Dec *d, Py_ssize_t *pos, const SrlTrack *outer)
     case SRL_K_ALIAS:
         v = srl_dec_alias(d, tagpos, pos);
         break;
-    case SRL_K_OBJECT:
-    case SRL_K_OBJECTV:
+    SRL_CASE_OBJECT:
         v = srl_dec_object(d, tagpos, pos, tag, track);
         track = NULL;
         break;
@@ -539,19 +504,15 @@ srl_decode_body_limited(const uint8_t *data, Py_ssize_t len, Py_ssize_t pos, Py_
     memset(&d, 0, sizeof d);
     d.max_objects = max_objects;
     d.objects_left = max_objects < 0 ? PY_SSIZE_T_MAX : max_objects;
-    d.data = data;
-    d.start = pos;
-    d.end = end;
-    d.base = base;
+    SRL_WALKER_AT(&d, data, pos, end, base, max_depth);
     d.binary = binary;
-    d.max_depth = max_depth;
     srl_offtable_init(&d.tracked, 1);
     srl_offtable_init(&d.strings, 1);
     for (int i = 0; i < SRL_DEC_RECENT; i++)
         d.recent[i].key = -1;
     srl_offtable_init(&d.class_names, 1);
     srl_offtable_init(&d.blessed, 1);
-    d.tag_starts = PyMem_Calloc((size_t)((end - pos) / 8 + 1), 1);
+    d.tag_starts = PyMem_Calloc(srl_bits_size(end - pos), 1);
     if (d.tag_starts == NULL)
         return PyErr_NoMemory();
 

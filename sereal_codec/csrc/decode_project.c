@@ -86,38 +86,17 @@ project_obj(PyObject *v, PyObject *tree)
     return out;
 }
 
-/* The offset at *pos of the back-reference at tagpos: the position it names, which
- * must be a tag start before `limit` (as decode_refs.c's resolve). */
-static Py_ssize_t
-resolve(Dec *d, Py_ssize_t tagpos, Py_ssize_t *pos, Py_ssize_t limit, const char *what)
-{
-    uint64_t o;
-    if (srl_dec_varint(d, pos, &o, "an offset") < 0)
-        return -1;
-    Py_ssize_t target = o > (uint64_t)(limit - d->base) ? -1 : d->base + (Py_ssize_t)o;
-    if (target < d->start || target >= limit || !srl_is_tag_start(d, target)) {
-        srl_raise(srl_state.BadBackReference, tagpos,
-                  "%s offset %llu does not point at an earlier tag of this body", what,
-                  (unsigned long long)o);
-        return -1;
-    }
-    return target;
-}
-
 /* A REFP or ALIAS (no F bit) at tagpos, checked as decode_refs.c checks it. */
 static int
 skip_backref(Dec *d, Py_ssize_t tagpos, Py_ssize_t *pos, const char *what)
 {
     Py_ssize_t p = tagpos + 1;
-    Py_ssize_t target = resolve(d, tagpos, &p, tagpos, what);
+    Py_ssize_t target = srl_dec_resolve(d, tagpos, &p, tagpos, what);
     intptr_t hit;
     if (target < 0)
         return -1;
-    if (!srl_offtable_get(&d->tracked, target, &hit)) {
-        srl_raise(srl_state.BadBackReference, tagpos,
-                  "%s points at position %zd, which holds no tracked item", what, target);
+    if (srl_tracked_at(&d->tracked, tagpos, target, what, &hit) < 0)
         return -1;
-    }
     *pos = p;
     return 0;
 }
@@ -127,46 +106,16 @@ skip_backref(Dec *d, Py_ssize_t tagpos, Py_ssize_t *pos, const char *what)
 static int
 skip_copy(Dec *d, Py_ssize_t tagpos, Py_ssize_t *pos)
 {
-    Py_ssize_t p = tagpos + 1;
-    uint64_t o;
-    if (srl_dec_varint(d, &p, &o, "a COPY offset") < 0)
-        return -1;
-    Py_ssize_t target = o > (uint64_t)(tagpos - d->base) ? -1 : d->base + (Py_ssize_t)o;
-    if (target < d->start || target >= tagpos || !srl_is_tag_start(d, target) ||
-        !srl_is_string_tag(d->data[target] & 0x7f)) {
-        srl_raise(srl_state.BadBackReference, tagpos,
-                  "COPY offset %llu does not point at a string read earlier",
-                  (unsigned long long)o);
-        return -1;
-    }
-    *pos = p;
-    return 0;
+    return srl_dec_copy_target(d, tagpos, pos) < 0 ? -1 : 0;
 }
 
 /* The string tag at tagpos (any string tag), its length checked as read_string does. */
 static int
 skip_string(Dec *d, Py_ssize_t tagpos, Py_ssize_t *pos, uint8_t tag)
 {
-    Py_ssize_t p = tagpos + 1;
-    Py_ssize_t n;
-    if (tag >= SRL_SHORT_BINARY_LOW) {
-        n = tag & 0x1f;
-    } else {
-        uint64_t len;
-        if (srl_dec_varint(d, &p, &len, "a string length") < 0)
-            return -1;
-        if (len > (uint64_t)(d->end - p)) {
-            srl_raise(srl_state.TruncatedInput, d->end,
-                      "string of %llu bytes runs past the end of the input",
-                      (unsigned long long)len);
-            return -1;
-        }
-        n = (Py_ssize_t)len;
-    }
-    if (n > d->end - p) {
-        srl_raise(srl_state.TruncatedInput, d->end, "string runs past the end of the input");
+    Py_ssize_t p, n;
+    if (srl_dec_string_bytes(d, tagpos, tag, &p, &n) < 0)
         return -1;
-    }
     *pos = p + n;
     return 0;
 }
@@ -175,10 +124,10 @@ skip_string(Dec *d, Py_ssize_t tagpos, Py_ssize_t *pos, uint8_t tag)
 static int
 skip_key(Dec *d, Py_ssize_t *pos, const char *what)
 {
-    if (srl_skip_pad(d, pos) < 0)
+    if (srl_dec_skip_pad(d, pos) < 0)
         return -1;
     Py_ssize_t tagpos = *pos;
-    srl_mark_tag(d, tagpos);
+    srl_dec_mark(d, tagpos);
     uint8_t t = d->data[tagpos], tag = t & 0x7f;
     if (srl_is_string_tag(tag))
         return skip_string(d, tagpos, pos, tag);
@@ -197,17 +146,17 @@ skip_value(Dec *d, Py_ssize_t *pos)
     if (p < d->end) {
         uint8_t t = d->data[p];
         if (t < SRL_VARINT) {
-            srl_mark_tag(d, p);
+            srl_dec_mark(d, p);
             *pos = p + 1;
             return 0;
         }
         if (t >= SRL_SHORT_BINARY_LOW && t < SRL_TRACK && (t & 0x1f) < d->end - p) {
-            srl_mark_tag(d, p);
+            srl_dec_mark(d, p);
             *pos = p + 1 + (t & 0x1f);
             return 0;
         }
         if (t == SRL_COPY) { /* a deduplicated string: hosts, URLs, agents */
-            srl_mark_tag(d, p);
+            srl_dec_mark(d, p);
             return skip_copy(d, p, pos);
         }
     }
@@ -260,34 +209,29 @@ decode_and_drop(Dec *d, Py_ssize_t *pos)
 static int
 skip(Dec *d, Py_ssize_t *pos)
 {
-    if (srl_skip_pad(d, pos) < 0)
+    if (srl_dec_skip_pad(d, pos) < 0)
         return -1;
     Py_ssize_t tagpos = *pos;
     uint8_t t = d->data[tagpos], tag = t & 0x7f;
     if (t & SRL_TRACK)
         return decode_and_drop(d, pos);
-    srl_mark_tag(d, tagpos);
+    srl_dec_mark(d, tagpos);
     SrlKind kind = srl_tag_kind(tag);
     int rc;
     uint64_t u;
     *pos = tagpos + 1;
     switch (kind) {
-    case SRL_K_SHORT_BINARY:
-    case SRL_K_BINARY:
-    case SRL_K_STR_UTF8:
+    SRL_CASE_STRING:
         return skip_string(d, tagpos, pos, tag);
-    case SRL_K_ARRAYREF:
-    case SRL_K_HASHREF:
+    SRL_CASE_CONTAINER_REF:
         if (srl_dec_enter(d, tagpos) < 0)
             return -1;
         rc = skip_items(d, pos, tag & 0x0f, kind == SRL_K_HASHREF);
         d->depth--;
         return rc;
+    SRL_CASE_CONSTANT:
     case SRL_K_POS:
     case SRL_K_NEG:
-    case SRL_K_UNDEF:
-    case SRL_K_TRUE:
-    case SRL_K_FALSE:
         return 0;
     case SRL_K_COPY:
         return skip_copy(d, tagpos, pos);
@@ -307,8 +251,7 @@ skip(Dec *d, Py_ssize_t *pos)
         *pos += n;
         return 0;
     }
-    case SRL_K_ARRAY:
-    case SRL_K_HASH:
+    SRL_CASE_CONTAINER:
         if (srl_dec_enter(d, tagpos) < 0)
             return -1;
         rc = skip_container(d, tagpos, pos);
@@ -318,14 +261,14 @@ skip(Dec *d, Py_ssize_t *pos)
         if (srl_dec_enter(d, tagpos) < 0)
             return -1;
         Py_ssize_t q = tagpos + 1;
-        if (srl_skip_pad(d, &q) < 0) {
+        if (srl_dec_skip_pad(d, &q) < 0) {
             d->depth--;
             return -1;
         }
         *pos = q;
         uint8_t next = d->data[q];
         if ((next & 0x7f) == SRL_ARRAY || (next & 0x7f) == SRL_HASH) {
-            srl_mark_tag(d, q);
+            srl_dec_mark(d, q);
             if (next & SRL_TRACK) { /* tracked: decoded in full, as decode_refs.c does */
                 PyObject *v = srl_dec_container(d, q, pos, NULL, 1);
                 rc = v == NULL ? -1 : 0;
@@ -343,8 +286,7 @@ skip(Dec *d, Py_ssize_t *pos)
         return skip_backref(d, tagpos, pos, "REFP");
     case SRL_K_ALIAS:
         return skip_backref(d, tagpos, pos, "ALIAS");
-    case SRL_K_OBJECT:
-    case SRL_K_OBJECTV:
+    SRL_CASE_OBJECT:
         *pos = tagpos;
         return decode_and_drop(d, pos);
     case SRL_K_WEAKEN:
@@ -416,7 +358,7 @@ project_key(Proj *pr, Py_ssize_t *pos, PyObject *tree, PyObject **sub)
     PyObject *key, *found;
     *sub = NULL;
     if (p < d->end && d->data[p] == SRL_COPY) {
-        srl_mark_tag(d, p);
+        srl_dec_mark(d, p);
         Py_ssize_t q = p + 1;
         uint64_t o;
         if (srl_dec_varint(d, &q, &o, "a COPY offset") < 0)
@@ -448,7 +390,7 @@ project_key(Proj *pr, Py_ssize_t *pos, PyObject *tree, PyObject **sub)
                                 0x9E3779B97F4A7C15ULL) >> 56);
         if (bytes != 0 && pr->shorts[slot].bytes == bytes && pr->shorts[slot].tree == tree) {
             /* Read as srl_dec_key reads it: PADs, the tag marked, the bytes. */
-            srl_mark_tag(d, kp);
+            srl_dec_mark(d, kp);
             *pos = kp + 1 + (Py_ssize_t)(bytes >> 56) - 1;
             if ((found = pr->shorts[slot].sub) == NULL)
                 return NULL;
@@ -534,7 +476,7 @@ project_value(Proj *pr, Py_ssize_t *pos, PyObject *tree)
         uint8_t t = d->data[p];
         PyObject *v;
         if (t == SRL_HASH || (t >= SRL_HASHREF_LOW && t < SRL_SHORT_BINARY_LOW)) {
-            srl_mark_tag(d, p);
+            srl_dec_mark(d, p);
             if (srl_dec_enter(d, p) < 0)
                 return NULL;
             if (t == SRL_HASH) {
@@ -549,10 +491,10 @@ project_value(Proj *pr, Py_ssize_t *pos, PyObject *tree)
         if (t == SRL_REFN) {
             Py_ssize_t q = past_pad(d, p + 1);
             if (q < d->end && d->data[q] == SRL_HASH) {
-                srl_mark_tag(d, p);
+                srl_dec_mark(d, p);
                 if (srl_dec_enter(d, p) < 0)
                     return NULL;
-                srl_mark_tag(d, q);
+                srl_dec_mark(d, q);
                 v = project_counted_hash(pr, q, pos, tree);
                 d->depth--;
                 return v;
@@ -588,16 +530,6 @@ project_events(Proj *pr, Py_ssize_t tagpos, Py_ssize_t *pos, Py_ssize_t n, PyObj
     return list;
 }
 
-/* The count of the untracked ARRAY at tagpos (its level open), then its events. */
-static PyObject *
-project_counted_array(Proj *pr, Py_ssize_t tagpos, Py_ssize_t *pos, PyObject *tree)
-{
-    Py_ssize_t n;
-    if (srl_dec_count(pr->d, tagpos, pos, &n) < 0)
-        return NULL;
-    return project_events(pr, tagpos, pos, n, tree);
-}
-
 PyObject *
 srl_dec_projected(Dec *d, Py_ssize_t *pos, PyObject *tree)
 {
@@ -608,7 +540,7 @@ srl_dec_projected(Dec *d, Py_ssize_t *pos, PyObject *tree)
         Py_ssize_t q = t == SRL_REFN ? past_pad(d, p + 1) : p;
         if (t == SRL_ARRAY || (t >= SRL_ARRAYREF_LOW && t < SRL_HASHREF_LOW) ||
             (t == SRL_REFN && q < d->end && d->data[q] == SRL_ARRAY)) {
-            srl_mark_tag(d, p);
+            srl_dec_mark(d, p);
             if (srl_dec_enter(d, p) < 0)
                 return NULL;
             Proj *pr = PyMem_Malloc(sizeof *pr);
@@ -627,8 +559,10 @@ srl_dec_projected(Dec *d, Py_ssize_t *pos, PyObject *tree)
                 *pos = p + 1;
                 v = project_events(pr, p, pos, t & 0x0f, tree);
             } else {
-                srl_mark_tag(d, q);
-                v = project_counted_array(pr, q, pos, tree);
+                Py_ssize_t n;
+                srl_dec_mark(d, q);
+                if (srl_dec_count(d, q, pos, &n) == 0)
+                    v = project_events(pr, q, pos, n, tree);
             }
             for (int i = 0; i < 512; i++)
                 Py_XDECREF(pr->keys[i].key);

@@ -7,32 +7,12 @@
  * never amplify work or memory. */
 #include "decoder.h"
 
-/* Read an offset at *pos and return the absolute position it denotes, which must be
- * a tag start in [start, limit); -1 with BadBackReference otherwise. */
-static Py_ssize_t
-resolve(Dec *d, Py_ssize_t tagpos, Py_ssize_t *pos, Py_ssize_t limit, const char *what)
-{
-    uint64_t o;
-    if (srl_dec_varint(d, pos, &o, "an offset") < 0)
-        return -1;
-    Py_ssize_t target = o > (uint64_t)(limit - d->base) ? -1 : d->base + (Py_ssize_t)o;
-    if (target < d->start || target >= limit || !srl_is_tag_start(d, target)) {
-        srl_raise(srl_state.BadBackReference, tagpos,
-                  "%s offset %llu does not point at an earlier tag of this body", what,
-                  (unsigned long long)o);
-        return -1;
-    }
-    return target;
-}
-
 static PyObject *
 tracked_at(Dec *d, Py_ssize_t tagpos, Py_ssize_t target, const char *what)
 {
     intptr_t hit;
-    if (!srl_offtable_get(&d->tracked, target, &hit))
-        return srl_raise(srl_state.BadBackReference, tagpos,
-                         "%s points at position %zd, which holds no tracked item", what,
-                         target);
+    if (srl_tracked_at(&d->tracked, tagpos, target, what, &hit) < 0)
+        return NULL;
     return (PyObject *)hit; /* borrowed */
 }
 
@@ -42,7 +22,7 @@ srl_dec_refn(Dec *d, Py_ssize_t tagpos, Py_ssize_t *pos, const SrlTrack *track)
     if (srl_dec_enter(d, tagpos) < 0)
         return NULL;
     Py_ssize_t q = tagpos + 1;
-    if (srl_skip_pad(d, &q) < 0) {
+    if (srl_dec_skip_pad(d, &q) < 0) {
         d->depth--;
         return NULL;
     }
@@ -51,7 +31,7 @@ srl_dec_refn(Dec *d, Py_ssize_t tagpos, Py_ssize_t *pos, const SrlTrack *track)
     if (next == SRL_ARRAY || next == SRL_HASH) {
         /* A reference to an array or hash is just the list / dict: one Python
          * object, one nesting level. */
-        srl_mark_tag(d, q);
+        srl_dec_mark(d, q);
         PyObject *v = srl_dec_container(d, q, pos, track, 1);
         d->depth--;
         return v;
@@ -84,15 +64,6 @@ fail:
     return NULL;
 }
 
-static int
-in_track(const SrlTrack *track, Py_ssize_t target)
-{
-    for (; track != NULL; track = track->next)
-        if (track->pos == target)
-            return 1;
-    return 0;
-}
-
 /* REFP at tagpos. plain: the reference is about to be blessed (the value of an
  * OBJECT), so an earlier blessing of its referent does not apply. */
 PyObject *
@@ -101,7 +72,7 @@ srl_dec_refp(Dec *d, Py_ssize_t tagpos, Py_ssize_t *pos, const SrlTrack *track, 
     Py_ssize_t p = tagpos + 1;
     /* Only a tracked REFP may point at itself: Perl's `$x = \$x`. */
     int self_ok = d->data[tagpos] & SRL_TRACK;
-    Py_ssize_t target = resolve(d, tagpos, &p, self_ok ? tagpos + 1 : tagpos, "REFP");
+    Py_ssize_t target = srl_dec_resolve(d, tagpos, &p, self_ok ? tagpos + 1 : tagpos, "REFP");
     if (target < 0)
         return NULL;
     *pos = p;
@@ -110,7 +81,7 @@ srl_dec_refp(Dec *d, Py_ssize_t tagpos, Py_ssize_t *pos, const SrlTrack *track, 
     uint8_t ttag = d->data[target] & 0x7f;
     /* The target holds a tracked item, or is about to: a REFP|F naming itself, or a
      * WEAKEN|F right before it (the REFP's value is registered there too). */
-    if (!srl_offtable_get(&d->tracked, target, &hit) && !in_track(track, target))
+    if (!srl_offtable_get(&d->tracked, target, &hit) && !srl_track_has(track, target))
         return tracked_at(d, tagpos, target, "REFP"); /* raises BadBackReference */
     if (!plain && srl_offtable_get(&d->blessed, target, &hit)) {
         /* The referent of a blessed reference: in Perl the blessing is the
@@ -151,7 +122,7 @@ PyObject *
 srl_dec_alias(Dec *d, Py_ssize_t tagpos, Py_ssize_t *pos)
 {
     Py_ssize_t p = tagpos + 1;
-    Py_ssize_t target = resolve(d, tagpos, &p, tagpos, "ALIAS");
+    Py_ssize_t target = srl_dec_resolve(d, tagpos, &p, tagpos, "ALIAS");
     if (target < 0)
         return NULL;
     PyObject *v = tracked_at(d, tagpos, target, "ALIAS");
@@ -221,7 +192,7 @@ read_class(Dec *d, Py_ssize_t tagpos, Py_ssize_t *pos, uint8_t tag)
             Py_CLEAR(cls);
         return cls;
     }
-    Py_ssize_t target = resolve(d, tagpos, pos, tagpos, "OBJECTV");
+    Py_ssize_t target = srl_dec_resolve(d, tagpos, pos, tagpos, "OBJECTV");
     if (target < 0)
         return NULL;
     intptr_t hit;
@@ -250,36 +221,21 @@ srl_dec_object(Dec *d, Py_ssize_t tagpos, Py_ssize_t *pos, uint8_t tag, const Sr
     /* Registered before its value: a blessed container may refer to its object. */
     if (obj == NULL || srl_dec_track_all(d, track, obj) < 0)
         goto done;
-    if (srl_skip_pad(d, &p) < 0)
+    if (srl_dec_skip_pad(d, &p) < 0)
         goto done;
     Py_ssize_t xpos = p;
     uint8_t xt = d->data[xpos];
     /* Perl blesses the referent: from here on a REFP to it is another reference to
-     * this same object (JSON::PP::true written twice, say). The referent is the
-     * tracked target of a REFN (known before its contents are decoded, which may
-     * refer to it) or the target of a REFP. */
-    Py_ssize_t referent = -1;
+     * this same object (JSON::PP::true written twice, say; walk.h). */
+    Py_ssize_t referent = srl_body_referent(d->data, d->end, d->base, xpos);
     if ((xt & 0x7f) == SRL_REFP) {
-        srl_mark_tag(d, xpos);
+        srl_dec_mark(d, xpos);
         SrlTrack own = {xpos, NULL};
         if ((x = srl_dec_refp(d, xpos, &p, (xt & SRL_TRACK) ? &own : NULL, 1)) == NULL)
             goto done;
-        Py_ssize_t q = xpos + 1;
-        uint64_t o;
-        if (srl_dec_varint(d, &q, &o, "an offset") < 0) /* read fine just above */
-            goto done;
-        referent = d->base + (Py_ssize_t)o;
     } else {
-        if ((xt & 0x7f) == SRL_REFN) {
-            Py_ssize_t q = xpos + 1;
-            while (q < d->end && (d->data[q] & 0x7f) == SRL_PAD)
-                q++;
-            if (q < d->end && (d->data[q] & SRL_TRACK)) {
-                referent = q;
-                if (srl_offtable_put(&d->blessed, q, (intptr_t)obj) < 0)
-                    goto done;
-            }
-        }
+        if (referent >= 0 && srl_offtable_put(&d->blessed, referent, (intptr_t)obj) < 0)
+            goto done;
         if ((x = srl_dec_item(d, &p)) == NULL)
             goto done;
     }

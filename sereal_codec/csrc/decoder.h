@@ -40,6 +40,10 @@ typedef struct {
     SrlOffTable blessed;       /* referent position -> the object its blessing produced */
 } Dec;
 
+/* srl_dec_varint, _mark, _is_tag_start, _skip_pad, _enter (pair with `d->depth--`),
+ * _string_key, _string_bytes, _take, _resolve: walk.h. */
+SRL_WALKER_READS(Dec, srl_dec)
+
 /* sereal_codec.errors.DecodeBudgetExceeded, set by module.c at import (kept out
  * of SrlState, which the other walkers share). */
 extern PyObject *srl_DecodeBudgetExceeded;
@@ -67,6 +71,29 @@ typedef struct SrlTrack {
     const struct SrlTrack *next;
 } SrlTrack;
 
+/* Whether `target` is one of the positions in `track`. */
+static inline int
+srl_track_has(const SrlTrack *track, Py_ssize_t target)
+{
+    for (; track != NULL; track = track->next)
+        if (track->pos == target)
+            return 1;
+    return 0;
+}
+
+/* What a REFP / ALIAS at tagpos finds at `target` in a walker's `tracked` table: 0
+ * with *hit, or -1 with BadBackReference when no tracked item is there. */
+static inline int
+srl_tracked_at(const SrlOffTable *tracked, Py_ssize_t tagpos, Py_ssize_t target,
+               const char *what, intptr_t *hit)
+{
+    if (srl_offtable_get(tracked, target, hit))
+        return 0;
+    srl_raise(srl_state.BadBackReference, tagpos,
+              "%s points at position %zd, which holds no tracked item", what, target);
+    return -1;
+}
+
 PyObject *srl_dec_item(Dec *d, Py_ssize_t *pos);
 /* Decode one item, also registering its value under every position in `outer`. */
 PyObject *srl_dec_item_tracked(Dec *d, Py_ssize_t *pos, const SrlTrack *outer);
@@ -90,13 +117,6 @@ PyObject *srl_dec_string_at(Dec *d, Py_ssize_t tagpos, int is_key);
 int srl_dec_track(Dec *d, Py_ssize_t tagpos, PyObject *v);
 int srl_dec_track_all(Dec *d, const SrlTrack *track, PyObject *v);
 
-/* Read a varint; -1 with TruncatedInput or InvalidStructure set (walk.h). */
-static inline int
-srl_dec_varint(Dec *d, Py_ssize_t *pos, uint64_t *out, const char *what)
-{
-    return srl_body_varint(d->data, d->end, pos, out, what);
-}
-
 /* The count of the ARRAY / HASH at tagpos into *n, *pos just after it; -1 with
  * TruncatedInput set when the count cannot fit in the bytes left (every walker that
  * builds or skips a container checks it so). */
@@ -117,32 +137,6 @@ srl_dec_count(Dec *d, Py_ssize_t tagpos, Py_ssize_t *pos, Py_ssize_t *n)
     return 0;
 }
 
-static inline void
-srl_mark_tag(Dec *d, Py_ssize_t p)
-{
-    srl_bit_set(d->tag_starts, p - d->start);
-}
-
-static inline int
-srl_is_tag_start(const Dec *d, Py_ssize_t p)
-{
-    return srl_bit_get(d->tag_starts, p - d->start);
-}
-
-/* Skip PAD bytes; *pos then holds a tag byte. -1 (TruncatedInput) at the end. */
-static inline int
-srl_skip_pad(Dec *d, Py_ssize_t *pos)
-{
-    return srl_body_skip_pad(d->data, d->end, pos);
-}
-
-/* Open one nesting level (DepthExceeded past max_depth); pair with `d->depth--`. */
-static inline int
-srl_dec_enter(Dec *d, Py_ssize_t tagpos)
-{
-    return srl_body_enter(&d->depth, d->max_depth, tagpos);
-}
-
 /* Charge `cost` objects to the budget before building them (tag at tagpos):
  * DecodeBudgetExceeded when they would pass it. One subtraction and one compare: the
  * charges are per container, reference, object and regexp, never per scalar. */
@@ -154,14 +148,6 @@ srl_dec_charge(Dec *d, Py_ssize_t tagpos, Py_ssize_t cost)
     srl_raise(srl_DecodeBudgetExceeded, tagpos, "the body builds more than max_objects=%zd objects",
               d->max_objects);
     return -1;
-}
-
-/* The key of the COPY-string cache: hash keys differ from values only in "bytes"
- * mode (keys are always str). */
-static inline Py_ssize_t
-srl_string_cache_key(const Dec *d, Py_ssize_t target, int is_key)
-{
-    return 2 * target + (is_key && d->binary == SRL_BINARY_BYTES);
 }
 
 #endif

@@ -74,6 +74,27 @@ prescan_children(Enc *e, PyObject *obj, int is_list, int is_dict, int level)
     return 0;
 }
 
+/* The pre-pass meets a container, PerlRef or PerlObject: 1 to descend into it, 0 when
+ * it was met before (now known shared; not descended again, so cycles terminate), -1
+ * on error. A second visit is checked before the depth: it does not descend (the
+ * write pass decides whether its REFP is too deep), as in the pure pre-pass. */
+static inline int
+visit(Enc *e, PyObject *obj, int level)
+{
+    if (maybe_reached_twice(obj)) {
+        int added;
+        SrlPtrEntry *entry = srl_ptrmap_add(&e->containers, obj, &added);
+        if (entry == NULL)
+            return -1;
+        if (!added) {
+            entry->shared = 1;
+            e->any_shared = 1;
+            return 0;
+        }
+    }
+    return level > e->max_depth ? too_deep(e) : 1;
+}
+
 /* Find the containers, PerlRefs and PerlObjects reachable more than once. Visits list / tuple / dict items and
  * PerlRef / PerlObject values depth-first, each object once. Runs no Python code
  * for the builtin containers, so borrowed references stay valid; a wrapper's value
@@ -87,44 +108,20 @@ prescan(Enc *e, PyObject *obj, int level)
         return 0;
     int is_list = PyList_Check(obj), is_tuple = !is_list && PyTuple_Check(obj);
     int is_dict = !is_list && !is_tuple && PyDict_Check(obj);
-    /* A second visit is checked before the depth: it does not descend (the write
-     * pass decides whether its REFP is too deep), as in the pure pre-pass. */
     if (is_list || is_tuple || is_dict) {
-        if (maybe_reached_twice(obj)) {
-            int added;
-            SrlPtrEntry *entry = srl_ptrmap_add(&e->containers, obj, &added);
-            if (entry == NULL)
-                return -1;
-            if (!added) {
-                entry->shared = 1;
-                e->any_shared = 1;
-                return 0; /* seen: do not descend again, so cycles terminate */
-            }
-        }
-        if (level > e->max_depth)
-            return too_deep(e);
-        return prescan_children(e, obj, is_list, is_dict, level);
+        int rc = visit(e, obj, level);
+        return rc <= 0 ? rc : prescan_children(e, obj, is_list, is_dict, level);
     }
     if (PyObject_TypeCheck(obj, (PyTypeObject *)srl_state.PerlRef) ||
         PyObject_TypeCheck(obj, (PyTypeObject *)srl_state.PerlObject)) {
         /* Descended once, like containers, so a cycle through them ends here. */
-        if (maybe_reached_twice(obj)) {
-            int added;
-            SrlPtrEntry *entry = srl_ptrmap_add(&e->containers, obj, &added);
-            if (entry == NULL)
-                return -1;
-            if (!added) {
-                entry->shared = 1;
-                e->any_shared = 1;
-                return 0;
-            }
-        }
-        if (level > e->max_depth)
-            return too_deep(e);
+        int rc = visit(e, obj, level);
+        if (rc <= 0)
+            return rc;
         PyObject *value = PyObject_GetAttr(obj, srl_state.s_value);
         if (value == NULL)
             return -1;
-        int rc = prescan(e, value, level + 1);
+        rc = prescan(e, value, level + 1);
         Py_DECREF(value);
         return rc;
     }

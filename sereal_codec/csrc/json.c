@@ -78,6 +78,19 @@ open_span(Jx *j, Py_ssize_t tagpos, int track, const SrlTrack *also)
     return span;
 }
 
+/* Close a container's text with `closer` (none: 0): its range is the result, and the
+ * value of its span when one was registered. */
+static inline int
+close_span(Jx *j, Py_ssize_t start, Py_ssize_t span, uint8_t closer, JSpan *res)
+{
+    if (closer && srl_buf_put_byte(&j->out, closer) < 0)
+        return -1;
+    srl_jx_range(res, JK_OTHER, start, j->out.len);
+    if (span >= 0)
+        j->spans[span] = *res;
+    return 0;
+}
+
 static int
 write_array(Jx *j, Py_ssize_t tagpos, Py_ssize_t *pos, Py_ssize_t n, int track,
             const SrlTrack *also, int top, JSpan *res)
@@ -113,13 +126,8 @@ write_array(Jx *j, Py_ssize_t tagpos, Py_ssize_t *pos, Py_ssize_t n, int track,
             if (srl_jx_item(j, pos, NULL, &item) < 0)
                 return -1;
         }
-        if (srl_buf_put_byte(&j->out, ']') < 0)
-            return -1;
     }
-    srl_jx_range(res, JK_OTHER, start, j->out.len);
-    if (span >= 0)
-        j->spans[span] = *res;
-    return 0;
+    return close_span(j, start, span, top ? 0 : ']', res);
 }
 
 static int
@@ -151,12 +159,7 @@ write_hash(Jx *j, Py_ssize_t tagpos, Py_ssize_t *pos, Py_ssize_t n, int track,
         if (rc < 0 || srl_buf_put_byte(&j->out, ':') < 0 || srl_jx_item(j, pos, NULL, &item) < 0)
             return -1;
     }
-    if (srl_buf_put_byte(&j->out, '}') < 0)
-        return -1;
-    srl_jx_range(res, JK_OTHER, start, j->out.len);
-    if (span >= 0)
-        j->spans[span] = *res;
-    return 0;
+    return close_span(j, start, span, '}', res);
 }
 
 int
@@ -271,16 +274,13 @@ srl_jx_item(Jx *j, Py_ssize_t *pos, const SrlTrack *outer, JSpan *res)
         rc = number_item(j, tagpos, pos, tag, res);
     else {
         switch (kind) {
-        case SRL_K_SHORT_BINARY:
-        case SRL_K_BINARY:
-        case SRL_K_STR_UTF8:
+        SRL_CASE_STRING:
             rc = string_item(j, tagpos, pos, tag, res);
             break;
         case SRL_K_COPY:
             rc = copy_item(j, tagpos, pos, res);
             break;
-        case SRL_K_ARRAYREF:
-        case SRL_K_HASHREF:
+        SRL_CASE_CONTAINER_REF:
             if (srl_jx_enter(j, tagpos) < 0)
                 return -1;
             if (kind == SRL_K_HASHREF)
@@ -290,14 +290,7 @@ srl_jx_item(Jx *j, Py_ssize_t *pos, const SrlTrack *outer, JSpan *res)
             j->depth--;
             track = NULL; /* registered on creation */
             break;
-        case SRL_K_POS:
-        case SRL_K_NEG:
-        case SRL_K_VARINT:
-        case SRL_K_ZIGZAG:
-        case SRL_K_FLOAT:
-        case SRL_K_DOUBLE:
-        case SRL_K_LONG_DOUBLE:
-        case SRL_K_FLOAT_128:
+        SRL_CASE_NUMBER:
             rc = number_item(j, tagpos, pos, tag, res);
             break;
         case SRL_K_UNDEF:
@@ -309,8 +302,7 @@ srl_jx_item(Jx *j, Py_ssize_t *pos, const SrlTrack *outer, JSpan *res)
         case SRL_K_FALSE:
             rc = constant(j, res, 2, 0);
             break;
-        case SRL_K_ARRAY:
-        case SRL_K_HASH:
+        SRL_CASE_CONTAINER:
             rc = srl_jx_container(j, tagpos, pos, outer, 0, top, res);
             track = NULL;
             break;
@@ -325,8 +317,7 @@ srl_jx_item(Jx *j, Py_ssize_t *pos, const SrlTrack *outer, JSpan *res)
         case SRL_K_ALIAS:
             rc = srl_jx_alias(j, tagpos, pos, res);
             break;
-        case SRL_K_OBJECT:
-        case SRL_K_OBJECTV:
+        SRL_CASE_OBJECT:
             rc = srl_jx_object(j, tagpos, pos, tag, track, res);
             track = NULL;
             break;
@@ -422,13 +413,9 @@ srl_array_to_json(const uint8_t *data, Py_ssize_t len, Py_ssize_t pos, Py_ssize_
         return NULL;
     Jx j;
     memset(&j, 0, sizeof j);
-    j.data = data;
-    j.start = pos;
-    j.end = end;
-    j.base = base;
+    SRL_WALKER_AT(&j, data, pos, end, base, max_depth);
     j.binary = binary;
-    j.max_depth = max_depth;
-    j.cap = end - pos > SRL_JSON_MIN_CAP / 64 ? 64 * (end - pos) : SRL_JSON_MIN_CAP;
+    j.cap = srl_json_cap(end - pos);
     j.slack = 6 * (end - pos) + 64; /* the longest text of one scalar */
     srl_offtable_init(&j.tracked, 0);
     srl_offtable_init(&j.blessed, 0);
@@ -437,7 +424,7 @@ srl_array_to_json(const uint8_t *data, Py_ssize_t len, Py_ssize_t pos, Py_ssize_
     for (int i = 0; i < 256; i++)
         j.recent[i].key = -1;
     PyObject *result = NULL;
-    j.tag_starts = PyMem_Calloc((size_t)((end - pos) / 8 + 1), 1);
+    j.tag_starts = PyMem_Calloc(srl_bits_size(end - pos), 1);
     if (j.tag_starts == NULL || srl_buf_init(&j.out, 3 * (end - pos) + 64) < 0 ||
         srl_buf_init(&j.texts, 1024) < 0) {
         if (!PyErr_Occurred())

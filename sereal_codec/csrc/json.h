@@ -26,6 +26,12 @@
 /* The output cap is max(SRL_JSON_MIN_CAP, 64 x body size) bytes. */
 #define SRL_JSON_MIN_CAP ((Py_ssize_t)64 << 20)
 
+static inline Py_ssize_t
+srl_json_cap(Py_ssize_t body_size)
+{
+    return body_size > SRL_JSON_MIN_CAP / 64 ? 64 * body_size : SRL_JSON_MIN_CAP;
+}
+
 /* What the decoder's value would be, as far as blessing cares (DESIGN.md: a boolean
  * class around a PerlRef to a plain scalar is a bool with that scalar's Perl truth). */
 enum {
@@ -87,6 +93,10 @@ typedef struct {
     const char *map_error_msg;
 } Jx;
 
+/* srl_jx_varint, _mark, _is_tag_start, _skip_pad, _enter, _string_key, _string_bytes,
+ * _take, _resolve: walk.h, as the decoder's. */
+SRL_WALKER_READS(Jx, srl_jx)
+
 /* json.c (dispatch, containers, spans) and json_scalar.c (strings, COPY, numbers) */
 int srl_jx_item(Jx *j, Py_ssize_t *pos, const SrlTrack *outer, JSpan *res);
 int srl_jx_container(Jx *j, Py_ssize_t tagpos, Py_ssize_t *pos, const SrlTrack *also,
@@ -136,42 +146,6 @@ int srl_json_put_u64(SrlBuf *b, uint64_t v);
 int srl_json_put_i64(SrlBuf *b, int64_t v);
 /* repr(v) (Python's shortest round-trip form); NaN and infinities as null. */
 int srl_json_put_double(SrlBuf *b, double v);
-
-static inline int
-srl_jx_varint(Jx *j, Py_ssize_t *pos, uint64_t *out, const char *what)
-{
-    return srl_body_varint(j->data, j->end, pos, out, what);
-}
-
-static inline void
-srl_jx_mark(Jx *j, Py_ssize_t p)
-{
-    srl_bit_set(j->tag_starts, p - j->start);
-}
-
-static inline int
-srl_jx_is_tag_start(const Jx *j, Py_ssize_t p)
-{
-    return srl_bit_get(j->tag_starts, p - j->start);
-}
-
-static inline int
-srl_jx_skip_pad(Jx *j, Py_ssize_t *pos)
-{
-    return srl_body_skip_pad(j->data, j->end, pos);
-}
-
-static inline int
-srl_jx_enter(Jx *j, Py_ssize_t tagpos)
-{
-    return srl_body_enter(&j->depth, j->max_depth, tagpos);
-}
-
-static inline Py_ssize_t
-srl_jx_string_key(const Jx *j, Py_ssize_t target, int is_key)
-{
-    return 2 * target + (is_key && j->binary == SRL_BINARY_BYTES);
-}
 
 /* Result of a value that writes itself again from the output. */
 static inline void

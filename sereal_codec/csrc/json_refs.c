@@ -5,44 +5,14 @@
  * cycle, which JSON cannot hold. */
 #include "json.h"
 
-/* Read an offset at *pos: the absolute position it denotes, a tag start in
- * [start, limit); -1 with BadBackReference otherwise (as decode_refs.c's resolve). */
-static Py_ssize_t
-resolve(Jx *j, Py_ssize_t tagpos, Py_ssize_t *pos, Py_ssize_t limit, const char *what)
-{
-    uint64_t o;
-    if (srl_jx_varint(j, pos, &o, "an offset") < 0)
-        return -1;
-    Py_ssize_t target = o > (uint64_t)(limit - j->base) ? -1 : j->base + (Py_ssize_t)o;
-    if (target < j->start || target >= limit || !srl_jx_is_tag_start(j, target)) {
-        srl_raise(srl_state.BadBackReference, tagpos,
-                  "%s offset %llu does not point at an earlier tag of this body", what,
-                  (unsigned long long)o);
-        return -1;
-    }
-    return target;
-}
-
 /* The span tracked at target, or -1 with BadBackReference. */
 static Py_ssize_t
 tracked_at(Jx *j, Py_ssize_t tagpos, Py_ssize_t target, const char *what)
 {
     intptr_t hit;
-    if (!srl_offtable_get(&j->tracked, target, &hit)) {
-        srl_raise(srl_state.BadBackReference, tagpos,
-                  "%s points at position %zd, which holds no tracked item", what, target);
+    if (srl_tracked_at(&j->tracked, tagpos, target, what, &hit) < 0)
         return -1;
-    }
     return (Py_ssize_t)hit;
-}
-
-static int
-in_track(const SrlTrack *track, Py_ssize_t target)
-{
-    for (; track != NULL; track = track->next)
-        if (track->pos == target)
-            return 1;
-    return 0;
 }
 
 int
@@ -99,13 +69,13 @@ srl_jx_refp(Jx *j, Py_ssize_t tagpos, Py_ssize_t *pos, const SrlTrack *track, in
 {
     Py_ssize_t p = tagpos + 1;
     int self_ok = j->data[tagpos] & SRL_TRACK; /* `$x = \$x` */
-    Py_ssize_t target = resolve(j, tagpos, &p, self_ok ? tagpos + 1 : tagpos, "REFP");
+    Py_ssize_t target = srl_jx_resolve(j, tagpos, &p, self_ok ? tagpos + 1 : tagpos, "REFP");
     if (target < 0)
         return -1;
     *pos = p;
     intptr_t hit;
     uint8_t ttag = j->data[target] & 0x7f;
-    if (!srl_offtable_get(&j->tracked, target, &hit) && !in_track(track, target))
+    if (!srl_offtable_get(&j->tracked, target, &hit) && !srl_track_has(track, target))
         return tracked_at(j, tagpos, target, "REFP") < 0 ? -1 : 0; /* raises */
     Py_ssize_t si;
     if (!plain && srl_offtable_get(&j->blessed, target, &hit)) {
@@ -137,7 +107,7 @@ int
 srl_jx_alias(Jx *j, Py_ssize_t tagpos, Py_ssize_t *pos, JSpan *res)
 {
     Py_ssize_t p = tagpos + 1;
-    Py_ssize_t target = resolve(j, tagpos, &p, tagpos, "ALIAS");
+    Py_ssize_t target = srl_jx_resolve(j, tagpos, &p, tagpos, "ALIAS");
     if (target < 0)
         return -1;
     Py_ssize_t si = tracked_at(j, tagpos, target, "ALIAS");
@@ -186,7 +156,7 @@ read_class(Jx *j, Py_ssize_t tagpos, Py_ssize_t *pos, uint8_t tag)
             return -1;
         return is_bool;
     }
-    Py_ssize_t target = resolve(j, tagpos, pos, tagpos, "OBJECTV");
+    Py_ssize_t target = srl_jx_resolve(j, tagpos, pos, tagpos, "OBJECTV");
     if (target < 0)
         return -1;
     intptr_t hit;
@@ -214,12 +184,13 @@ srl_jx_object(Jx *j, Py_ssize_t tagpos, Py_ssize_t *pos, uint8_t tag, const SrlT
     Py_ssize_t span = srl_jx_new_span(j, JD_UNFINISHED, JK_OTHER, 0, 0);
     if (span < 0 || srl_jx_track_all(j, track, span) < 0 || srl_jx_skip_pad(j, &p) < 0)
         goto done;
-    Py_ssize_t xpos = p, start = j->out.len, referent = -1;
+    Py_ssize_t xpos = p, start = j->out.len;
     uint8_t xt = j->data[xpos];
     int candidate = !frozen && is_bool; /* true / false may replace the value's text */
     JSpan x;
     /* Perl blesses the referent: from here on a REFP to it is this object (see
      * decode_refs.c). */
+    Py_ssize_t referent = srl_body_referent(j->data, j->end, j->base, xpos);
     if ((xt & 0x7f) == SRL_REFP) {
         srl_jx_mark(j, xpos);
         SrlTrack own = {xpos, NULL};
@@ -229,22 +200,9 @@ srl_jx_object(Jx *j, Py_ssize_t tagpos, Py_ssize_t *pos, uint8_t tag, const SrlT
         if (rc < 0)
             goto done;
         rc = -1;
-        Py_ssize_t q = xpos + 1;
-        uint64_t o;
-        if (srl_jx_varint(j, &q, &o, "an offset") < 0)
-            goto done;
-        referent = j->base + (Py_ssize_t)o;
     } else {
-        if ((xt & 0x7f) == SRL_REFN) {
-            Py_ssize_t q = xpos + 1;
-            while (q < j->end && (j->data[q] & 0x7f) == SRL_PAD)
-                q++;
-            if (q < j->end && (j->data[q] & SRL_TRACK)) {
-                referent = q;
-                if (srl_offtable_put(&j->blessed, q, (intptr_t)span) < 0)
-                    goto done;
-            }
-        }
+        if (referent >= 0 && srl_offtable_put(&j->blessed, referent, (intptr_t)span) < 0)
+            goto done;
         j->candidates += candidate;
         rc = srl_jx_item(j, &p, NULL, &x);
         j->candidates -= candidate;

@@ -9,27 +9,9 @@
 int
 srl_jx_string_payload(Jx *j, Py_ssize_t tagpos, const uint8_t **s, Py_ssize_t *n, Py_ssize_t *after)
 {
-    uint8_t tag = j->data[tagpos] & 0x7f;
-    Py_ssize_t p = tagpos + 1;
-    Py_ssize_t len;
-    if (tag >= SRL_SHORT_BINARY_LOW) {
-        len = tag & 0x1f;
-    } else {
-        uint64_t u;
-        if (srl_jx_varint(j, &p, &u, "a string length") < 0)
-            return -1;
-        if (u > (uint64_t)(j->end - p)) {
-            srl_raise(srl_state.TruncatedInput, j->end,
-                      "string of %llu bytes runs past the end of the input",
-                      (unsigned long long)u);
-            return -1;
-        }
-        len = (Py_ssize_t)u;
-    }
-    if (len > j->end - p) {
-        srl_raise(srl_state.TruncatedInput, j->end, "string runs past the end of the input");
+    Py_ssize_t p, len;
+    if (srl_jx_string_bytes(j, tagpos, j->data[tagpos] & 0x7f, &p, &len) < 0)
         return -1;
-    }
     *s = j->data + p;
     *n = len;
     *after = p + len;
@@ -188,36 +170,14 @@ srl_jx_key(Jx *j, Py_ssize_t *pos, const char *what, int emit, Py_ssize_t *strin
         if (emit)
             return srl_jx_copy(j, tagpos, pos, 1, string_pos, NULL);
         /* Validated as decode.c does, nothing written. */
-        Py_ssize_t p = tagpos + 1;
-        uint64_t o;
-        if (srl_jx_varint(j, &p, &o, "a COPY offset") < 0)
+        Py_ssize_t target = srl_jx_copy_target(j, tagpos, pos);
+        if (target < 0)
             return -1;
-        Py_ssize_t target = o > (uint64_t)(tagpos - j->base) ? -1 : j->base + (Py_ssize_t)o;
-        if (target >= j->start && target < tagpos && srl_jx_is_tag_start(j, target) &&
-            srl_is_string_tag(j->data[target] & 0x7f)) {
-            *pos = p;
-            *string_pos = target;
-            return 0;
-        }
-        srl_raise(srl_state.BadBackReference, tagpos,
-                  "COPY offset %llu does not point at a string read earlier",
-                  (unsigned long long)o);
-        return -1;
+        *string_pos = target;
+        return 0;
     }
     srl_raise(srl_state.InvalidStructure, tagpos, "%s must be a string, found tag 0x%02x", what, t);
     return -1;
-}
-
-static const uint8_t *
-take(Jx *j, Py_ssize_t *pos, Py_ssize_t n, const char *what)
-{
-    if (n > j->end - *pos) {
-        srl_raise(srl_state.TruncatedInput, j->end, "input ends inside %s", what);
-        return NULL;
-    }
-    const uint8_t *s = j->data + *pos;
-    *pos += n;
-    return s;
 }
 
 /* A number tag at tagpos (*pos just after the tag byte): its JSON, and its Perl
@@ -246,22 +206,22 @@ srl_jx_write_number(Jx *j, Py_ssize_t tagpos, Py_ssize_t *pos, uint8_t tag, int 
         *truth = u != 0;
         return srl_json_put_i64(&j->out, srl_zigzag_decode(u));
     case SRL_K_FLOAT:
-        if ((s = take(j, pos, 4, "a FLOAT")) == NULL)
+        if ((s = srl_jx_take(j, pos, 4, "a FLOAT")) == NULL)
             return -1;
         v = PyFloat_Unpack4((const char *)s, 1);
         break;
     case SRL_K_DOUBLE:
-        if ((s = take(j, pos, 8, "a DOUBLE")) == NULL)
+        if ((s = srl_jx_take(j, pos, 8, "a DOUBLE")) == NULL)
             return -1;
         v = PyFloat_Unpack8((const char *)s, 1);
         break;
     case SRL_K_LONG_DOUBLE:
-        if ((s = take(j, pos, 16, "a LONG_DOUBLE")) == NULL)
+        if ((s = srl_jx_take(j, pos, 16, "a LONG_DOUBLE")) == NULL)
             return -1;
         v = srl_long_double_to_double(s);
         break;
     case SRL_K_FLOAT_128:
-        if ((s = take(j, pos, 16, "a FLOAT_128")) == NULL)
+        if ((s = srl_jx_take(j, pos, 16, "a FLOAT_128")) == NULL)
             return -1;
         v = srl_float128_to_double(s);
         break;

@@ -2,46 +2,21 @@
  * base64) escaped exactly as Python's json.dumps(..., ensure_ascii=False) escapes
  * them, integers, and floats in Python's repr form. */
 #include "json.h"
+#include "text.h"
 
 #include <math.h>
 #include <string.h>
 
-/* Bytes that end a plain run: control characters, '"', '\\', and non-ASCII. */
-static const uint8_t special[256] = {
-    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
-    0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
-    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0,
-    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
-    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
-    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
-    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
-    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+const uint8_t srl_json_plain[256] = {
+#define P16 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1
+    [0x20] = 1, 1, 0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, /* '"' */
+    P16, P16,
+    [0x50] = 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 1, 1, 1, /* '\\' */
+    P16, P16,
+#undef P16
 };
 
 static const char hexdigits[] = "0123456789abcdef";
-
-/* Length of the valid UTF-8 sequence at s (by the rules of Python's strict decoder:
- * no overlongs, no surrogates, nothing above U+10FFFF), or 0. */
-static inline int
-utf8_sequence(const uint8_t *s, Py_ssize_t left)
-{
-    uint8_t c = s[0];
-    if (c >= 0xc2 && c <= 0xdf)
-        return left >= 2 && (s[1] & 0xc0) == 0x80 ? 2 : 0;
-    if (c >= 0xe0 && c <= 0xef) {
-        if (left < 3 || (s[2] & 0xc0) != 0x80)
-            return 0;
-        uint8_t lo = c == 0xe0 ? 0xa0 : 0x80, hi = c == 0xed ? 0x9f : 0xbf;
-        return s[1] >= lo && s[1] <= hi ? 3 : 0;
-    }
-    if (c >= 0xf0 && c <= 0xf4) {
-        if (left < 4 || (s[2] & 0xc0) != 0x80 || (s[3] & 0xc0) != 0x80)
-            return 0;
-        uint8_t lo = c == 0xf0 ? 0x90 : 0x80, hi = c == 0xf4 ? 0x8f : 0xbf;
-        return s[1] >= lo && s[1] <= hi ? 4 : 0;
-    }
-    return 0;
-}
 
 /* Escape of an ASCII control character, '"' or '\\' (at most 6 bytes). */
 static inline void
@@ -76,25 +51,17 @@ srl_json_put_utf8(SrlBuf *b, const uint8_t *s, Py_ssize_t n)
     Py_ssize_t i = 0, run = 0;
     while (i < n) {
         /* Eight plain bytes at a time: no control, '"', '\\' or high bit. */
-        while (i + 8 <= n) {
-            uint64_t w;
-            memcpy(&w, s + i, 8);
-            uint64_t ctl = (w - 0x2020202020202020ULL) & ~w;
-            uint64_t q = w ^ 0x2222222222222222ULL, bs = w ^ 0x5c5c5c5c5c5c5c5cULL;
-            uint64_t zq = (q - 0x0101010101010101ULL) & ~q, zb = (bs - 0x0101010101010101ULL) & ~bs;
-            if ((w | ctl | zq | zb) & 0x8080808080808080ULL)
-                break;
+        while (i + 8 <= n && srl_json_plain8(s + i))
             i += 8;
-        }
         if (i >= n)
             break;
         uint8_t c = s[i];
-        if (!special[c]) {
+        if (srl_json_plain[c]) {
             i++;
             continue;
         }
         if (c >= 0x80) {
-            int k = utf8_sequence(s + i, n - i);
+            int k = srl_utf8_seq(s + i, n - i);
             if (k > 0) {
                 i += k; /* valid: part of the run */
                 continue;
@@ -131,7 +98,7 @@ srl_json_put_latin1(SrlBuf *b, const uint8_t *s, Py_ssize_t n)
     b->data[b->len++] = '"';
     for (Py_ssize_t i = 0; i < n; i++) {
         uint8_t c = s[i];
-        if (!special[c]) {
+        if (srl_json_plain[c]) {
             b->data[b->len++] = c;
         } else if (c >= 0x80) {
             b->data[b->len++] = (uint8_t)(0xc0 | (c >> 6));

@@ -6,6 +6,7 @@
  * The contract is sereal_codec/DESIGN.md. */
 #include "sereal.h"
 #include "decoder.h"
+#include "pymodule.h"
 #include "join.h"
 #include "variant.h"
 
@@ -144,62 +145,51 @@ array_to_json_packed(PyObject *self, PyObject *args, PyObject *kwargs)
 }
 
 static PyMethodDef methods[] = {
-    {"decode_body", (PyCFunction)(void (*)(void))decode_body, METH_VARARGS | METH_KEYWORDS,
-     "decode_body(data, pos, end, base, binary, max_depth, max_objects=-1, projection=None)"
-     " -> (value, end_pos)\n\n"
-     "Decode one tagged item at data[pos] (never reading at or past end), building at most\n"
-     "max_objects objects as DESIGN.md counts them (-1: no limit); with a projection tree,\n"
-     "each element of a top-level array narrowed to it; see DESIGN.md."},
-    {"encode_body", (PyCFunction)(void (*)(void))encode_body, METH_VARARGS | METH_KEYWORDS,
-     "encode_body(obj, dedupe_strings, max_depth) -> bytes\n\n"
-     "The Sereal body (1-based offsets) for obj; see DESIGN.md."},
-    {"array_layout", (PyCFunction)(void (*)(void))array_layout, METH_VARARGS | METH_KEYWORDS,
-     "array_layout(data, pos, end, base) -> list[int]\n\n"
-     "Start of each element of the body's top-level array, then the array's end."},
-    {"extract_array", (PyCFunction)(void (*)(void))extract_array,
-     METH_VARARGS | METH_KEYWORDS,
-     "extract_array(data, pos, end, base, first, stop) -> bytes\n\n"
-     "A standalone body holding elements [first, stop) of the body's top-level array."},
-    {"join_bodies", (PyCFunction)(void (*)(void))srl_py_join_bodies,
-     METH_VARARGS | METH_KEYWORDS,
-     "join_bodies(parts, max_depth=512) -> bytes\n\n"
-     "One body REFN ARRAY n holding the item of each (data, pos, end, base) part."},
-    {"array_to_json_lines", (PyCFunction)(void (*)(void))array_to_json_lines,
-     METH_VARARGS | METH_KEYWORDS,
-     "array_to_json_lines(data, pos, end, base, binary, max_depth) -> list[bytes]\n\n"
-     "One compact JSON text (UTF-8) per element of the body's top-level array."},
-    {"array_to_json_packed", (PyCFunction)(void (*)(void))array_to_json_packed,
-     METH_VARARGS | METH_KEYWORDS,
-     "array_to_json_packed(data, pos, end, base, binary, max_depth) -> (bytes, bytes)\n\n"
-     "The same texts back to back, and n + 1 native int64 offsets (as bytes) bounding them."},
-    {"array_to_variant_packed", (PyCFunction)(void (*)(void))srl_py_array_to_variant,
-     METH_VARARGS | METH_KEYWORDS,
-     "array_to_variant_packed(data, pos, end, base, binary, max_depth) -> tuple | None\n\n"
-     "An array body straight to json_to_variant_packed's four buffers, or None where the\n"
-     "JSON path must answer."},
-    {"json_to_variant_packed", (PyCFunction)(void (*)(void))srl_py_json_to_variant,
-     METH_VARARGS | METH_KEYWORDS,
-     "json_to_variant_packed(text, offsets, max_depth=512) -> (bytes, bytes, bytes, bytes)\n\n"
-     "Packed JSON texts to Spark Variant values and metadata, each with n + 1 int32 offsets."},
-    {"project_events", (PyCFunction)(void (*)(void))srl_py_project_events,
-     METH_VARARGS | METH_KEYWORDS,
-     "project_events(events, tree, strict=None) -> list\n\n"
-     "sereal_codec.projection.project_events: each event narrowed to the tree."},
-    {"query_evaluate", (PyCFunction)(void (*)(void))srl_py_query_evaluate,
-     METH_VARARGS | METH_KEYWORDS,
-     "query_evaluate(data, pos, end, base, binary, max_depth, max_objects, words, pool, names,"
-     " consts) -> list | None\n\n"
-     "Every plan of a query program (substreams/query/native.py) over an array body in one\n"
-     "walk: each plan's rows (None: over its max_result_bytes), or None where the reference\n"
-     "evaluator must answer."},
-    {NULL, NULL, 0, NULL},
+    SRL_METHOD("decode_body", decode_body,
+        "decode_body(data, pos, end, base, binary, max_depth, max_objects=-1, projection=None)"
+        " -> (value, end_pos)\n\n"
+        "Decode one tagged item at data[pos] (never reading at or past end), building at most\n"
+        "max_objects objects as DESIGN.md counts them (-1: no limit); with a projection tree,\n"
+        "each element of a top-level array narrowed to it; see DESIGN.md."),
+    SRL_METHOD("encode_body", encode_body,
+        "encode_body(obj, dedupe_strings, max_depth) -> bytes\n\n"
+        "The Sereal body (1-based offsets) for obj; see DESIGN.md."),
+    SRL_METHOD("array_layout", array_layout,
+        "array_layout(data, pos, end, base) -> list[int]\n\n"
+        "Start of each element of the body's top-level array, then the array's end."),
+    SRL_METHOD("extract_array", extract_array,
+        "extract_array(data, pos, end, base, first, stop) -> bytes\n\n"
+        "A standalone body holding elements [first, stop) of the body's top-level array."),
+    SRL_METHOD("join_bodies", srl_py_join_bodies,
+        "join_bodies(parts, max_depth=512) -> bytes\n\n"
+        "One body REFN ARRAY n holding the item of each (data, pos, end, base) part."),
+    SRL_METHOD("array_to_json_lines", array_to_json_lines,
+        "array_to_json_lines(data, pos, end, base, binary, max_depth) -> list[bytes]\n\n"
+        "One compact JSON text (UTF-8) per element of the body's top-level array."),
+    SRL_METHOD("array_to_json_packed", array_to_json_packed,
+        "array_to_json_packed(data, pos, end, base, binary, max_depth) -> (bytes, bytes)\n\n"
+        "The same texts back to back, and n + 1 native int64 offsets (as bytes) bounding them."),
+    SRL_METHOD("array_to_variant_packed", srl_py_array_to_variant,
+        "array_to_variant_packed(data, pos, end, base, binary, max_depth) -> tuple | None\n\n"
+        "An array body straight to json_to_variant_packed's four buffers, or None where the\n"
+        "JSON path must answer."),
+    SRL_METHOD("json_to_variant_packed", srl_py_json_to_variant,
+        "json_to_variant_packed(text, offsets, max_depth=512) -> (bytes, bytes, bytes, bytes)\n\n"
+        "Packed JSON texts to Spark Variant values and metadata, each with n + 1 int32 offsets."),
+    SRL_METHOD("project_events", srl_py_project_events,
+        "project_events(events, tree, strict=None) -> list\n\n"
+        "sereal_codec.projection.project_events: each event narrowed to the tree."),
+    SRL_METHOD("query_evaluate", srl_py_query_evaluate,
+        "query_evaluate(data, pos, end, base, binary, max_depth, max_objects, words, pool, names,"
+        " consts) -> list | None\n\n"
+        "Every plan of a query program (substreams/query/native.py) over an array body in one\n"
+        "walk: each plan's rows (None: over its max_result_bytes), or None where the reference\n"
+        "evaluator must answer."),
+    SRL_METHODS_END,
 };
 
-static struct PyModuleDef module_def = {
-    PyModuleDef_HEAD_INIT, "sereal_codec._sereal",
-    "Compiled Sereal body codec (see sereal_codec/DESIGN.md).", -1, methods,
-    NULL, NULL, NULL, NULL,
-};
+SRL_MODULE_DEF(module_def, "sereal_codec._sereal",
+               "Compiled Sereal body codec (see sereal_codec/DESIGN.md).", methods);
 
 static int
 load(PyObject *module, const char *name, PyObject **slot)

@@ -199,14 +199,10 @@ srl_py_query_evaluate(PyObject *self, PyObject *args, PyObject *kwargs)
         result = Py_NewRef(Py_None);
         goto done;
     }
-    w.data = view.buf;
-    w.start = pos;
-    w.end = end;
-    w.base = base;
-    w.max_depth = max_depth;
+    SRL_WALKER_AT(&w, view.buf, pos, end, base, max_depth);
     w.objects_left = max_objects < 0 ? -1 : max_objects;
     w.prog = &prog;
-    w.tag_starts = PyMem_RawCalloc((size_t)((end - pos) / 8 + 1), 1);
+    w.tag_starts = PyMem_RawCalloc(srl_bits_size(end - pos), 1);
     w.vals = PyMem_RawCalloc((size_t)prog.nnodes, sizeof *w.vals);
     w.seen = PyMem_RawCalloc((size_t)prog.nnodes, sizeof *w.seen);
     w.results = PyMem_RawCalloc((size_t)prog.nplans + 1, sizeof *w.results);

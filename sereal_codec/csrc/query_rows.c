@@ -12,6 +12,7 @@
  *   - group keys keep their kind (bool, integer, float, text); NULL and containers are
  *     the NULL group; -0.0 and 0.0 one group. */
 #include "query_eval.h"
+#include "text.h"
 
 #include <math.h>
 #include <string.h>
@@ -103,39 +104,16 @@ next_cp(const uint8_t *s, Py_ssize_t n, Py_ssize_t *i)
         *i = k + 1;
         return b;
     }
-    int len;
-    uint8_t lo = 0x80, hi = 0xbf;
-    if (b >= 0xc2 && b <= 0xdf)
-        len = 2;
-    else if (b >= 0xe0 && b <= 0xef) {
-        len = 3;
-        if (b == 0xe0)
-            lo = 0xa0;
-        else if (b == 0xed)
-            hi = 0x9f;
-    } else if (b >= 0xf0 && b <= 0xf4) {
-        len = 4;
-        if (b == 0xf0)
-            lo = 0x90;
-        else if (b == 0xf4)
-            hi = 0x8f;
-    } else {
+    int len = srl_utf8_seq(s + k, n - k);
+    if (len == 0) {
         *i = k + 1;
         return 0xdc00 + b;
     }
-    if (n - k < len || s[k + 1] < lo || s[k + 1] > hi)
-        goto escape;
-    for (int j = 2; j < len; j++)
-        if (s[k + j] < 0x80 || s[k + j] > 0xbf)
-            goto escape;
     uint32_t cp = b & (0x7f >> len);
     for (int j = 1; j < len; j++)
         cp = cp << 6 | (s[k + j] & 0x3f);
     *i = k + len;
     return cp;
-escape:
-    *i = k + 1;
-    return 0xdc00 + b;
 }
 
 static int

@@ -114,21 +114,7 @@ payload(QWalk *w, Py_ssize_t tagpos, const uint8_t **s, Py_ssize_t *n, Py_ssize_
 }
 
 /* The COPY at tagpos: its target, a string tag read earlier (*pos past the COPY). */
-static inline Py_ssize_t
-copy_target(QWalk *w, Py_ssize_t tagpos, Py_ssize_t *pos)
-{
-    Py_ssize_t p = tagpos + 1;
-    uint64_t o;
-    if (srl_varint(w->data, w->end, &p, &o) != SRL_VARINT_OK)
-        return QW_NO;
-    Py_ssize_t target = o > (uint64_t)(tagpos - w->base) ? -1 : w->base + (Py_ssize_t)o;
-    if (target < w->start || target >= tagpos ||
-        !srl_bit_get(w->tag_starts, target - w->start) ||
-        !srl_is_string_tag(w->data[target] & 0x7f))
-        return QW_NO;
-    *pos = p;
-    return target;
-}
+SRL_WALKER_COPY_TARGET(QWalk, copy_target, 1)
 
 /* A string tag (or the COPY's target) as a text value. */
 static inline int
@@ -253,9 +239,7 @@ item(QWalk *w, Py_ssize_t *pos, int32_t node)
     }
     *pos = p;
     switch (srl_tag_kind(tag)) {
-    case SRL_K_SHORT_BINARY:
-    case SRL_K_BINARY:
-    case SRL_K_STR_UTF8:
+    SRL_CASE_STRING:
         return text(w, tagpos, v, pos);
     case SRL_K_COPY: {
         Py_ssize_t after;
@@ -322,15 +306,13 @@ item(QWalk *w, Py_ssize_t *pos, int32_t node)
         v->t = QV_BOOL;
         v->i = srl_tag_kind(tag) == SRL_K_TRUE;
         return 0;
-    case SRL_K_ARRAYREF:
-    case SRL_K_HASHREF:
+    SRL_CASE_CONTAINER_REF:
         if (enter(w) < 0)
             return QW_NO;
         rc = container(w, pos, tag & 0x0f, srl_tag_kind(tag) == SRL_K_HASHREF, node, v);
         w->depth--;
         return rc;
-    case SRL_K_ARRAY:
-    case SRL_K_HASH:
+    SRL_CASE_CONTAINER:
         if (enter(w) < 0)
             return QW_NO;
         rc = counted(w, tagpos, pos, node, v);
@@ -353,14 +335,7 @@ item(QWalk *w, Py_ssize_t *pos, int32_t node)
         return rc;
     /* What depends on items elsewhere (tracked targets, blessing, cycles) or is rare:
      * the reference's. */
-    case SRL_K_REFP:
-    case SRL_K_ALIAS:
-    case SRL_K_OBJECT:
-    case SRL_K_OBJECTV:
-    case SRL_K_WEAKEN:
-    case SRL_K_REGEXP:
-    case SRL_K_PAD:
-    case SRL_K_UNSUPPORTED:
+    SRL_CASE_ELSEWHERE:
         return QW_NO;
     }
     return QW_NO;

@@ -43,7 +43,7 @@ srl_walk_init(Walk *w, const uint8_t *data, Py_ssize_t pos, Py_ssize_t end, Py_s
         return -1;
     }
     if (mode == WALK_VALIDATE) {
-        w->tag_starts = PyMem_Calloc((size_t)((end - pos) / 8 + 1), 1);
+        w->tag_starts = PyMem_Calloc(srl_bits_size(end - pos), 1);
         if (w->tag_starts == NULL) {
             PyErr_NoMemory();
             return -1;
@@ -214,7 +214,7 @@ srl_extract_array(const uint8_t *data, Py_ssize_t pos, Py_ssize_t end, Py_ssize_
         goto done;
     /* Two passes over the range: note the back-reference targets, then copy. */
     w.range_start = p;
-    w.targets = PyMem_Calloc((size_t)((end - p) / 8 + 1), 1);
+    w.targets = PyMem_Calloc(srl_bits_size(end - p), 1);
     if (w.targets == NULL) {
         PyErr_NoMemory();
         goto done;

@@ -143,12 +143,14 @@ string_end(Walk *w, Py_ssize_t p)
     return q + (Py_ssize_t)n;
 }
 
-/* The target of an offset read by the tag at tagpos: inside [start, limit). */
+/* The target of the offset after the tag at tagpos: inside [start, limit), noted
+ * (note_target); *pos past the offset. */
 static Py_ssize_t
 target_of(Walk *w, Py_ssize_t tagpos, Py_ssize_t *pos, Py_ssize_t limit)
 {
+    Py_ssize_t p = tagpos + 1;
     uint64_t o;
-    if (srl_walk_varint(w, pos, &o) < 0)
+    if (srl_walk_varint(w, &p, &o) < 0)
         return -1;
     Py_ssize_t target = o > (uint64_t)(limit - w->base) ? -1 : w->base + (Py_ssize_t)o;
     if (target < w->start || target >= limit ||
@@ -156,6 +158,8 @@ target_of(Walk *w, Py_ssize_t tagpos, Py_ssize_t *pos, Py_ssize_t limit)
         srl_walk_fail(srl_state.BadBackReference, tagpos, "offset does not point at an earlier tag");
         return -1;
     }
+    *pos = p;
+    note_target(w, target);
     return target;
 }
 
@@ -196,12 +200,9 @@ moved(Walk *w, Py_ssize_t tagpos, Py_ssize_t target)
 static int
 walk_copy(Walk *w, Py_ssize_t tagpos, Py_ssize_t *pos, int as_class)
 {
-    Py_ssize_t p = tagpos + 1;
-    Py_ssize_t target = target_of(w, tagpos, &p, tagpos);
+    Py_ssize_t target = target_of(w, tagpos, pos, tagpos);
     if (target < 0)
         return -1;
-    *pos = p;
-    note_target(w, target);
     if (w->mode == WALK_SKIP || w->mode == WALK_MARK)
         return 0;
     if (!srl_is_string_tag(w->data[target] & 0x7f))
@@ -248,13 +249,10 @@ walk_key(Walk *w, Py_ssize_t *pos, int as_class)
 static int
 walk_ref(Walk *w, Py_ssize_t tagpos, Py_ssize_t *pos, uint8_t t)
 {
-    Py_ssize_t p = tagpos + 1;
     int self_ok = (t & 0x7f) == SRL_REFP && (t & SRL_TRACK);
-    Py_ssize_t target = target_of(w, tagpos, &p, self_ok ? tagpos + 1 : tagpos);
+    Py_ssize_t target = target_of(w, tagpos, pos, self_ok ? tagpos + 1 : tagpos);
     if (target < 0)
         return -1;
-    *pos = p;
-    note_target(w, target);
     intptr_t hit;
     if (w->mode == WALK_VALIDATE && target != tagpos &&
         !srl_offtable_get(&w->tracked, target, &hit))
@@ -279,11 +277,10 @@ walk_ref(Walk *w, Py_ssize_t tagpos, Py_ssize_t *pos, uint8_t t)
 static int
 walk_objectv(Walk *w, Py_ssize_t tagpos, Py_ssize_t *pos, uint8_t t)
 {
-    Py_ssize_t p = tagpos + 1;
+    Py_ssize_t p;
     Py_ssize_t target = target_of(w, tagpos, &p, tagpos);
     if (target < 0)
         return -1;
-    note_target(w, target);
     intptr_t off;
     if (w->mode == WALK_VALIDATE && !srl_offtable_get(&w->class_names, target, &off))
         return srl_walk_fail(srl_state.BadBackReference, tagpos, "OBJECTV to a string no class name");
@@ -415,16 +412,14 @@ srl_walk_item(Walk *w, Py_ssize_t *pos)
         rc = walk_objectv(w, tagpos, pos, t);
         w->depth--;
         return rc;
-    case SRL_K_ARRAY:
-    case SRL_K_HASH:
+    SRL_CASE_CONTAINER:
         if (after_refn) /* REFN ARRAY is one level, as the decoder counts */
             return walk_nested(w, tagpos, pos, tag);
         /* fall through */
     case SRL_K_REFN:
     case SRL_K_WEAKEN:
     case SRL_K_OBJECT:
-    case SRL_K_ARRAYREF:
-    case SRL_K_HASHREF:
+    SRL_CASE_CONTAINER_REF:
         if (enter(w, tagpos) < 0)
             return -1;
         rc = walk_nested(w, tagpos, pos, tag);
@@ -450,16 +445,12 @@ srl_walk_item(Walk *w, Py_ssize_t *pos)
     case SRL_K_FLOAT_128:
         stop = tagpos + 1 + srl_shape_size(srl_tag_shapes[tag]);
         break;
+    SRL_CASE_CONSTANT:
     case SRL_K_POS:
     case SRL_K_NEG:
-    case SRL_K_UNDEF:
-    case SRL_K_TRUE:
-    case SRL_K_FALSE:
         stop = tagpos + 1;
         break;
-    case SRL_K_BINARY:
-    case SRL_K_STR_UTF8:
-    case SRL_K_SHORT_BINARY:
+    SRL_CASE_STRING:
         if ((stop = string_end(w, tagpos)) < 0)
             return -1;
         break;

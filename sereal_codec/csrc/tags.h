@@ -53,6 +53,32 @@
     K(PAD, PAD, 0, 0, 0)                                                               \
     K(UNSUPPORTED, BAD, 0, 0, 0)         /* MANY, EXTEND, reserved: UnknownTag */
 
+/* The kind groups: kinds every walker decides alike (DESIGN.md, "C core: one tag
+ * table"). Case labels for a switch on SrlKind (`SRL_CASE_NUMBER:`); -Wswitch still
+ * checks that a switch names every kind, through its groups or one by one.
+ *   STRING     the bytes are the item (a key, class name, regexp part, COPY target)
+ *   WIDE_NUMBER a number with a payload (VARINT, ZIGZAG and the floats)
+ *   NUMBER     WIDE_NUMBER and the small integers in the tag (POS, NEG)
+ *   CONSTANT   undef, true, false: no payload, no Python object built
+ *   CONTAINER  ARRAY / HASH with a varint count; CONTAINER_REF: the REFN ARRAY / REFN
+ *              HASH of up to 15 in one byte (ARRAYREF / HASHREF)
+ *   OBJECT     OBJECT and OBJECTV (and their FREEZE forms)
+ *   ELSEWHERE  what depends on items elsewhere (tracked targets, blessing, cycles) or
+ *              is rare, and what is no item: the fast walks (query, Variant) hand these
+ *              to their full walker. */
+#define SRL_CASE_STRING case SRL_K_SHORT_BINARY: case SRL_K_BINARY: case SRL_K_STR_UTF8
+#define SRL_CASE_WIDE_NUMBER                                                           \
+    case SRL_K_VARINT: case SRL_K_ZIGZAG: case SRL_K_FLOAT: case SRL_K_DOUBLE:         \
+    case SRL_K_LONG_DOUBLE: case SRL_K_FLOAT_128
+#define SRL_CASE_NUMBER case SRL_K_POS: case SRL_K_NEG: SRL_CASE_WIDE_NUMBER
+#define SRL_CASE_CONSTANT case SRL_K_UNDEF: case SRL_K_TRUE: case SRL_K_FALSE
+#define SRL_CASE_CONTAINER case SRL_K_ARRAY: case SRL_K_HASH
+#define SRL_CASE_CONTAINER_REF case SRL_K_ARRAYREF: case SRL_K_HASHREF
+#define SRL_CASE_OBJECT case SRL_K_OBJECT: case SRL_K_OBJECTV
+#define SRL_CASE_ELSEWHERE                                                             \
+    case SRL_K_REFP: case SRL_K_ALIAS: SRL_CASE_OBJECT: case SRL_K_WEAKEN:              \
+    case SRL_K_REGEXP: case SRL_K_PAD: case SRL_K_UNSUPPORTED
+
 /* X(NAME, byte, kind): the one-byte tags (low 7 bits; the high bit is SRL_TRACK). */
 #define SRL_TAGS(X)                                                                    \
     X(VARINT, 0x20, VARINT)                                                            \
@@ -161,29 +187,14 @@ srl_tag_kind(uint8_t tag)
     return (SrlKind)(srl_tag_shapes[tag & 0x7f] & 0xff);
 }
 
-static inline int
-srl_shape_payload(uint32_t shape)
-{
-    return (int)(shape >> 8 & 0xf);
-}
-
-static inline int
-srl_shape_size(uint32_t shape)
-{
-    return (int)(shape >> 12 & 0xff);
-}
-
-static inline int
-srl_shape_items(uint32_t shape)
-{
-    return (int)(shape >> 20 & 3);
-}
-
-static inline int
-srl_shape_per(uint32_t shape)
-{
-    return (int)(shape >> 22 & 3);
-}
+/* srl_shape_payload, _size, _items, _per: a shape's fields, as SRL_SHAPE_PACK_ packs them. */
+#define SRL_SHAPE_FIELD_(name, shift, mask)                                            \
+    static inline int srl_shape_##name(uint32_t shape) { return (int)(shape >> (shift) & (mask)); }
+SRL_SHAPE_FIELD_(payload, 8, 0xf)
+SRL_SHAPE_FIELD_(size, 12, 0xff)
+SRL_SHAPE_FIELD_(items, 20, 3)
+SRL_SHAPE_FIELD_(per, 22, 3)
+#undef SRL_SHAPE_FIELD_
 
 /* BINARY, STR_UTF8, SHORT_BINARY: what a hash key, class name, regexp part or COPY
  * target must be (F bit masked off by the caller). */

@@ -144,16 +144,26 @@ srl_vx_finish_object(Vx *v, Py_ssize_t start, Py_ssize_t first, Py_ssize_t close
     return 0;
 }
 
+/* Past the opening bracket at v->pos and the spaces after it: 1 when `closer` follows
+ * at once (an empty container; v->pos past it), else 0. */
+static inline int
+open_container(Vx *v, uint8_t closer)
+{
+    v->pos++;
+    skip_ws(v);
+    if (v->pos < v->len && v->s[v->pos] == closer) {
+        v->pos++;
+        return 1;
+    }
+    return 0;
+}
+
 static int
 parse_object(Vx *v)
 {
     Py_ssize_t start = v->val.len, first = v->nfields;
-    v->pos++;
-    skip_ws(v);
-    if (v->pos < v->len && v->s[v->pos] == '}') {
-        v->pos++;
+    if (open_container(v, '}'))
         return srl_vx_finish_object(v, start, first, v->pos - 1);
-    }
     for (;;) {
         if (v->pos >= v->len || v->s[v->pos] != '"')
             return srl_vx_fail(v, v->pos, "expected a key");
@@ -210,12 +220,8 @@ static int
 parse_array(Vx *v)
 {
     Py_ssize_t start = v->val.len, first = v->nelems;
-    v->pos++;
-    skip_ws(v);
-    if (v->pos < v->len && v->s[v->pos] == ']') {
-        v->pos++;
+    if (open_container(v, ']'))
         return srl_vx_finish_array(v, start, first);
-    }
     for (;;) {
         if (srl_vx_grow((void **)&v->elems, &v->elems_cap, v->nelems + 1, sizeof *v->elems) < 0)
             return -1;

@@ -1,51 +1,9 @@
 /* Variant transcoding (see variant.h): strings, keys and numbers, written as Spark's
  * VariantBuilder writes them. */
 #include "variant.h"
+#include "text.h"
 
 /* ---- strings ---- */
-
-/* plain[c]: c stands for itself inside a string (printable ASCII but '"' and '\\'). */
-static const uint8_t plain[256] = {
-#define P16 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1
-    [0x20] = 1, 1, 0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, /* '"' */
-    P16, P16,
-    [0x50] = 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 1, 1, 1, /* '\\' */
-    P16, P16,
-#undef P16
-};
-
-/* Length of the valid UTF-8 sequence at p (lead byte >= 0x80), or 0. */
-static int
-utf8_seq(const uint8_t *p, Py_ssize_t avail)
-{
-    uint8_t c = p[0];
-    uint8_t lo = 0x80, hi = 0xbf;
-    int n;
-    if (c >= 0xc2 && c <= 0xdf)
-        n = 2;
-    else if (c >= 0xe0 && c <= 0xef) {
-        n = 3;
-        if (c == 0xe0)
-            lo = 0xa0;
-        else if (c == 0xed)
-            hi = 0x9f;
-    }
-    else if (c >= 0xf0 && c <= 0xf4) {
-        n = 4;
-        if (c == 0xf0)
-            lo = 0x90;
-        else if (c == 0xf4)
-            hi = 0x8f;
-    }
-    else
-        return 0;
-    if (avail < n || p[1] < lo || p[1] > hi)
-        return 0;
-    for (int i = 2; i < n; i++)
-        if (p[i] < 0x80 || p[i] > 0xbf)
-            return 0;
-    return n;
-}
 
 static int
 hex4(const uint8_t *p, uint32_t *out)
@@ -137,7 +95,7 @@ srl_vx_parse_string(Vx *v, const uint8_t **out, Py_ssize_t *n)
     int escaped = 0;
     v->str.len = 0;
     for (;;) {
-        while (p < v->len && plain[s[p]])
+        while (p < v->len && srl_json_plain[s[p]])
             p++;
         if (p >= v->len)
             return srl_vx_fail(v, v->len, "unterminated string");
@@ -147,7 +105,7 @@ srl_vx_parse_string(Vx *v, const uint8_t **out, Py_ssize_t *n)
         if (c < 0x20)
             return srl_vx_fail(v, p, "control character in a string");
         if (c >= 0x80) {
-            int k = utf8_seq(s + p, v->len - p);
+            int k = srl_utf8_seq(s + p, v->len - p);
             if (k == 0)
                 return srl_vx_fail(v, p, "invalid UTF-8");
             p += k;

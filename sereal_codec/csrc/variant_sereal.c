@@ -26,6 +26,7 @@
 #include "variant.h"
 
 #include "json.h"
+#include "text.h"
 #include "walk.h"
 
 typedef struct {
@@ -53,33 +54,17 @@ sv_mark(Sv *s, Py_ssize_t p)
     srl_bit_set(s->tag_starts, p - s->start);
 }
 
-/* 1 for a byte that stands for itself in a JSON string (json_text.c's `special`). */
-static const uint8_t sv_plain_byte[256] = {
-#define P16 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1
-    [0x20] = 1, 1, 0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, /* '"' */
-    P16, P16,
-    [0x50] = 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 1, 1, 1, /* '\\' */
-    P16, P16,
-#undef P16
-};
-
 /* Whether s[0:n] is plain ASCII: no control character, '"', '\\' or high bit, so its
- * JSON string is the bytes themselves between quotes (json_text.c's `special`). */
+ * JSON string is the bytes themselves between quotes (text.h). */
 static inline int
 sv_plain(const uint8_t *p, Py_ssize_t n)
 {
     Py_ssize_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        uint64_t w;
-        memcpy(&w, p + i, 8);
-        uint64_t ctl = (w - 0x2020202020202020ULL) & ~w;
-        uint64_t q = w ^ 0x2222222222222222ULL, bs = w ^ 0x5c5c5c5c5c5c5c5cULL;
-        uint64_t zq = (q - 0x0101010101010101ULL) & ~q, zb = (bs - 0x0101010101010101ULL) & ~bs;
-        if ((w | ctl | zq | zb) & 0x8080808080808080ULL)
+    for (; i + 8 <= n; i += 8)
+        if (!srl_json_plain8(p + i))
             return 0;
-    }
     for (; i < n; i++)
-        if (!sv_plain_byte[p[i]])
+        if (!srl_json_plain[p[i]])
             return 0;
     return 1;
 }
@@ -228,20 +213,7 @@ sv_key_at(Sv *s, Py_ssize_t src, Py_ssize_t *after, Py_ssize_t *id)
 
 /* The target of the COPY at tagpos: a string tag read earlier in this body
  * (json_scalar.c's check); -1 if not. *pos past the COPY. */
-static Py_ssize_t
-sv_copy_target(Sv *s, Py_ssize_t tagpos, Py_ssize_t *pos)
-{
-    Py_ssize_t p = tagpos + 1;
-    uint64_t o;
-    if (srl_varint(s->data, s->end, &p, &o) != SRL_VARINT_OK)
-        return SV_FALLBACK;
-    Py_ssize_t target = o > (uint64_t)(tagpos - s->base) ? -1 : s->base + (Py_ssize_t)o;
-    if (target < s->start || target >= tagpos || !srl_bit_get(s->tag_starts, target - s->start) ||
-        !srl_is_string_tag(s->data[target] & 0x7f))
-        return SV_FALLBACK;
-    *pos = p;
-    return target;
-}
+SRL_WALKER_COPY_TARGET(Sv, sv_copy_target, 1)
 
 /* A key at *pos (after PADs): a string tag or a COPY of one. */
 static int
@@ -423,20 +395,11 @@ sv_item(Sv *s, Py_ssize_t *pos)
     if (tag == SRL_COPY)
         return (target = sv_copy_target(s, tagpos, pos)) < 0 ? SV_FALLBACK : sv_string(s, target, &after);
     switch (kind) {
-    case SRL_K_SHORT_BINARY:
-    case SRL_K_BINARY:
-    case SRL_K_STR_UTF8:
+    SRL_CASE_STRING:
         return sv_string(s, tagpos, pos);
     case SRL_K_COPY:
         return (target = sv_copy_target(s, tagpos, pos)) < 0 ? SV_FALLBACK : sv_string(s, target, &after);
-    case SRL_K_POS:
-    case SRL_K_NEG:
-    case SRL_K_VARINT:
-    case SRL_K_ZIGZAG:
-    case SRL_K_FLOAT:
-    case SRL_K_DOUBLE:
-    case SRL_K_LONG_DOUBLE:
-    case SRL_K_FLOAT_128:
+    SRL_CASE_NUMBER:
         return sv_number(s, pos, tag) < 0 ? SV_FALLBACK : 0;
     case SRL_K_UNDEF:
         s->json_ub += 5;
@@ -447,15 +410,13 @@ sv_item(Sv *s, Py_ssize_t *pos)
     case SRL_K_FALSE:
         s->json_ub += 6;
         return srl_vx_put_primitive(&s->v, 2, 0, 0) < 0 ? SV_FALLBACK : 0;
-    case SRL_K_ARRAYREF:
-    case SRL_K_HASHREF:
+    SRL_CASE_CONTAINER_REF:
         if (srl_body_enter(&s->depth, s->max_depth, tagpos) < 0)
             return SV_FALLBACK;
         rc = kind == SRL_K_ARRAYREF ? sv_array(s, pos, tag & 0x0f) : sv_hash(s, pos, tag & 0x0f);
         s->depth--;
         return rc;
-    case SRL_K_ARRAY:
-    case SRL_K_HASH:
+    SRL_CASE_CONTAINER:
         return sv_container(s, tagpos, pos, 0);
     case SRL_K_REFN: {
         /* A reference is its referent (json_refs.c's srl_jx_refn); REFN ARRAY / HASH
@@ -478,14 +439,7 @@ sv_item(Sv *s, Py_ssize_t *pos)
     }
     /* What depends on items elsewhere (tracked targets, blessing, cycles) or is rare:
      * the JSON path's. */
-    case SRL_K_REFP:
-    case SRL_K_ALIAS:
-    case SRL_K_OBJECT:
-    case SRL_K_OBJECTV:
-    case SRL_K_WEAKEN:
-    case SRL_K_REGEXP:
-    case SRL_K_PAD:
-    case SRL_K_UNSUPPORTED:
+    SRL_CASE_ELSEWHERE:
         return SV_FALLBACK;
     }
     return SV_FALLBACK;
@@ -572,15 +526,10 @@ srl_py_array_to_variant(PyObject *self, PyObject *args, PyObject *kwargs)
         PyBuffer_Release(&view); /* a bad option: the JSON path's ValueError, raised here */
         return NULL;
     }
-    s.data = view.buf;
-    s.start = pos;
-    s.end = end;
-    s.base = base;
+    SRL_WALKER_AT(&s, view.buf, pos, end, base, max_depth);
     s.binary = binary;
-    s.max_depth = max_depth;
-    /* json.c's cap (SRL_JSON_MIN_CAP or 64 x the body) */
-    s.json_cap = end - pos > SRL_JSON_MIN_CAP / 64 ? 64 * (end - pos) : SRL_JSON_MIN_CAP;
-    s.tag_starts = PyMem_Calloc((size_t)((end - pos) / 8 + 1), 1);
+    s.json_cap = srl_json_cap(end - pos); /* json.c's */
+    s.tag_starts = PyMem_Calloc(srl_bits_size(end - pos), 1);
     if (s.tag_starts == NULL) {
         PyErr_NoMemory();
         goto done;

@@ -41,7 +41,7 @@ from sereal_codec.pure.numbers import (
 from sereal_codec.pure.recursion import room_for
 from sereal_codec.types import BOOLEAN_CLASSES, PerlObject, PerlRef, PerlRegexp
 
-__all__ = ["decode_body", "perl_truthy"]
+__all__ = ["decode_item", "new_decoder", "perl_truthy"]
 
 _UINT64_MAX = (1 << 64) - 1
 _MAX_VARINT_BYTES = 16  # padded varints (Perl reserves space for lengths) are legal
@@ -59,47 +59,19 @@ _MISSING = object()
 _NO_LIMIT = (1 << 63) - 1
 
 
-def decode_body(  # noqa: PLR0917  (the body-codec contract, DESIGN.md)
-    data: bytes,
-    pos: int,
-    end: int,
-    base: int,
-    binary: int,
-    max_depth: int,
-    max_objects: int = -1,
-) -> tuple[Any, int]:
-    """Decode one tagged item (after any PAD bytes) starting at ``data[pos]``.
-
-    Args:
-        data: the buffer holding the body (a document, or a decompressed body).
-        pos: index of the body's first byte; nothing before it is ever read.
-        end: index one past the last byte that may be read.
-        base: a back-reference offset ``o`` denotes ``data[base + o]`` (protocol 2+:
-            ``pos - 1``; protocol 1: index of the document's first byte, negative for a
-            decompressed body).
-        binary: ``tags.BINARY_UTF8``, ``BINARY_LATIN1`` or ``BINARY_BYTES``.
-        max_depth: nesting levels allowed (see DESIGN.md, "Depth").
-        max_objects: objects the decode may build, counted as DESIGN.md ("Bounded
-            decoding") says; -1 for no limit.
-
-    Returns:
-        ``(value, index just after the item)``. Trailing bytes are the caller's concern.
-
-    Raises:
-        SerealDecodeError: a subclass naming the problem, with the offset into ``data``
-            (:class:`DecodeBudgetExceeded` past ``max_objects``).
-    """
-    dec = new_decoder(data, pos, end, base, binary, max_depth, max_objects)
+def decode_item(dec: _Decoder, pos: int) -> tuple[Any, int]:
+    """The item at ``pos`` decoded in full by ``dec`` (:func:`new_decoder`): the pure
+    codec's ``decode_body`` without a projection (``pure/project.py``)."""
     # Up to six frames per level: PAD, handler, REFN, container, fill loop.
-    with room_for(6 * max_depth):
-        return _HANDLERS[data[pos]](dec, pos, 0)
+    with room_for(6 * dec.max_depth):
+        return _HANDLERS[dec.data[pos]](dec, pos, 0)
 
 
 def new_decoder(  # noqa: PLR0917  (decode_body's arguments)
     data: bytes, pos: int, end: int, base: int, binary: int, max_depth: int, max_objects: int
 ) -> _Decoder:
-    """A decoder over the body, its arguments checked as :func:`decode_body` says (also
-    the projected decode's start, ``pure/project.py``).
+    """A decoder over the body, its arguments checked as the pure codec's
+    ``decode_body`` says (``pure/project.py``).
 
     Raises:
         ValueError: an argument out of its domain. TruncatedInput: an empty body.
@@ -306,13 +278,18 @@ class _Decoder:
             lst[i], pos = _HANDLERS[data[pos]](self, pos, depth)
         return pos
 
+    def hash_key(self, pos: int) -> tuple[str, int]:
+        """The key of a hash pair at ``pos`` (a string or a COPY of one) and where its
+        value starts, which must be before the end."""
+        key, _kpos, pos = self.text_item(pos)
+        if pos >= self.end:
+            raise TruncatedInput("input ends inside a hash", self.end)
+        return key, pos
+
     def fill_dict(self, dct: dict[str, Any], count: int, pos: int, depth: int) -> int:
         data = self.data
-        end = self.end
         for _ in range(count):
-            key, _kpos, pos = self.text_item(pos)
-            if pos >= end:
-                raise TruncatedInput("input ends inside a hash", end)
+            key, pos = self.hash_key(pos)
             dct[key], pos = _HANDLERS[data[pos]](self, pos, depth)
         return pos
 

@@ -274,19 +274,27 @@ def _bytes(enc: _Encoder, obj: Any, depth: int) -> None:
         enc.out += _literal(False, b)
 
 
-def _list(enc: _Encoder, obj: Any, depth: int, owner: int = 0) -> None:
+def _container_start(enc: _Encoder, obj: Any, depth: int, owner: int, tag: int) -> bool:
+    """Open a list (``tag`` ARRAY) or dict (HASH): REFN + its tag and count, one byte
+    ARRAYREF_n / HASHREF_n under 16 items, or the shared form; False when a shared
+    container was already written (a REFP to it stands for it)."""
     enc.enter(depth)
-    out = enc.out
     n = len(obj)
     if owner or id(obj) in enc.shared:
-        if enc.shared_start(obj, tags.ARRAY, owner):
-            return
-    elif n < 16:
-        out.append(tags.ARRAYREF_LOW | n)
+        return not enc.shared_start(obj, tag, owner)
+    out = enc.out
+    if n < 16:
+        out.append((tags.ARRAYREF_LOW if tag == tags.ARRAY else tags.HASHREF_LOW) | n)
     else:
         out.append(tags.REFN)
-        out.append(tags.ARRAY)
+        out.append(tag)
         out += varint(n)
+    return True
+
+
+def _list(enc: _Encoder, obj: Any, depth: int, owner: int = 0) -> None:
+    if not _container_start(enc, obj, depth, owner, tags.ARRAY):
+        return
     item = enc.item
     depth += 1
     for value in obj:
@@ -294,18 +302,8 @@ def _list(enc: _Encoder, obj: Any, depth: int, owner: int = 0) -> None:
 
 
 def _dict(enc: _Encoder, obj: Any, depth: int, owner: int = 0) -> None:
-    enc.enter(depth)
-    out = enc.out
-    n = len(obj)
-    if owner or id(obj) in enc.shared:
-        if enc.shared_start(obj, tags.HASH, owner):
-            return
-    elif n < 16:
-        out.append(tags.HASHREF_LOW | n)
-    else:
-        out.append(tags.REFN)
-        out.append(tags.HASH)
-        out += varint(n)
+    if not _container_start(enc, obj, depth, owner, tags.HASH):
+        return
     item = enc.item
     key = enc.key
     depth += 1

@@ -54,11 +54,8 @@ class _PairsDecoder(_Decoder):
         pairs: list[tuple[str, Any]] = []
         self.pairs[id(dct)] = (dct, pairs)
         data = self.data
-        end = self.end
         for _ in range(count):
-            key, _kpos, pos = self.text_item(pos)
-            if pos >= end:
-                raise TruncatedInput("input ends inside a hash", end)
+            key, pos = self.hash_key(pos)
             value, pos = _HANDLERS[data[pos]](self, pos, depth)
             dct[key] = value
             pairs.append((key, value))

@@ -18,8 +18,7 @@ from typing import Any
 from sereal_codec import tags
 from sereal_codec.errors import BadBackReference, TruncatedInput
 from sereal_codec.projection import Tree, check_tree, project
-from sereal_codec.pure.decoder import _HANDLERS, _Decoder, _unknown, new_decoder
-from sereal_codec.pure.decoder import decode_body as decode_full
+from sereal_codec.pure.decoder import _HANDLERS, _Decoder, _unknown, decode_item, new_decoder
 from sereal_codec.pure.recursion import room_for
 
 __all__ = ["decode_body", "decode_projected"]
@@ -40,18 +39,38 @@ def decode_body(  # noqa: PLR0917  (the body-codec contract, DESIGN.md)
     max_objects: int = -1,
     projection: Tree | None = None,
 ) -> tuple[Any, int]:
-    """The pure codec's ``decode_body``: :func:`sereal_codec.pure.decoder.decode_body`
-    (arguments and errors as there), each element of a top-level array narrowed to
-    ``projection`` (a compiled tree, :func:`sereal_codec.projection.compile_fields`;
-    None: everything), skipping the rest (DESIGN.md, "Projection").
+    """The pure codec's ``decode_body``: one tagged item (after any PAD bytes) starting
+    at ``data[pos]``, each element of a top-level array narrowed to ``projection`` (a
+    compiled tree, :func:`sereal_codec.projection.compile_fields`; None: everything),
+    skipping the rest (DESIGN.md, "Projection").
+
+    Args:
+        data: the buffer holding the body (a document, or a decompressed body).
+        pos: index of the body's first byte; nothing before it is ever read.
+        end: index one past the last byte that may be read.
+        base: a back-reference offset ``o`` denotes ``data[base + o]`` (protocol 2+:
+            ``pos - 1``; protocol 1: index of the document's first byte, negative for a
+            decompressed body).
+        binary: ``tags.BINARY_UTF8``, ``BINARY_LATIN1`` or ``BINARY_BYTES``.
+        max_depth: nesting levels allowed (see DESIGN.md, "Depth").
+        max_objects: objects the decode may build, counted as DESIGN.md ("Bounded
+            decoding") says; -1 for no limit.
+        projection: the tree, or None.
+
+    Returns:
+        ``(value, index just after the item)``. Trailing bytes are the caller's concern.
 
     Raises:
-        ValueError: also for a ``projection`` that is not a tree (checked first).
+        SerealDecodeError: a subclass naming the problem, with the offset into ``data``
+            (:class:`DecodeBudgetExceeded` past ``max_objects``).
+        ValueError: an argument out of its domain; a ``projection`` that is not a tree
+            (checked first).
     """
-    if projection is None:
-        return decode_full(data, pos, end, base, binary, max_depth, max_objects)
-    check_tree(projection)
+    if projection is not None:
+        check_tree(projection)
     dec = new_decoder(data, pos, end, base, binary, max_depth, max_objects)
+    if projection is None:
+        return decode_item(dec, pos)
     # Up to six frames per level: PAD, handler, REFN, container, fill loop.
     with room_for(6 * max_depth):
         return decode_projected(dec, pos, projection)
@@ -145,11 +164,8 @@ def _hash(  # noqa: PLR0917
     dec.charge(tagpos, 1)
     out: dict[str, Any] = {}
     data = dec.data
-    end = dec.end
     for _ in range(n):
-        key, _kpos, p = dec.text_item(p)
-        if p >= end:
-            raise TruncatedInput("input ends inside a hash", end)
+        key, p = dec.hash_key(p)
         if key in tree:
             dec.charge(tagpos, 2)
             sub = tree[key]

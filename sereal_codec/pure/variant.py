@@ -46,6 +46,31 @@ def _le(v: int, n: int) -> bytes:
     return v.to_bytes(n, "little")
 
 
+def _container(
+    offsets: list[int], data: bytes | bytearray, ids: list[int] | None = None, id_size: int = 0
+) -> bytes:
+    """A Variant array, or object when ``ids`` (field ids, ``id_size`` bytes each) are
+    given: the header, the count, the ids, each value's offset in ``data`` and its
+    end, then ``data``."""
+    n = len(offsets)
+    large = n > 255
+    off_size = _int_size(len(data))
+    if ids is None:  # basic type 3, array
+        header = (large << 2 | (off_size - 1)) << 2 | 3
+    else:  # basic type 2, object
+        header = (large << 4 | (id_size - 1) << 2 | (off_size - 1)) << 2 | 2
+    return b"".join(
+        [
+            bytes([header]),
+            _le(n, 4 if large else 1),
+            *(_le(i, id_size) for i in ids or ()),
+            *(_le(o, off_size) for o in offsets),
+            _le(len(data), off_size),
+            data,
+        ]
+    )
+
+
 def _java_order(key: bytes) -> bytes:
     """A sort key giving Java's String.compareTo order (UTF-16 code units) on UTF-8:
     U+E000..U+FFFF (lead bytes EE, EF) after the supplementary planes."""
@@ -182,21 +207,8 @@ class _Text:
             if a[0] == b[0]:
                 key = names[a[0]].decode()
                 raise _Fail(self.pos - 1, f"duplicate key {key!r}")
-        n = len(fields)
-        large = n > 255
         id_size = _int_size(max((i for i, _ in fields), default=0))
-        off_size = _int_size(len(data))
-        header = bytes([((large << 4 | (id_size - 1) << 2 | (off_size - 1)) << 2) | 2])
-        return b"".join(
-            [
-                header,
-                _le(n, 4 if large else 1),
-                *(_le(i, id_size) for i, _ in fields),
-                *(_le(o, off_size) for _, o in fields),
-                _le(len(data), off_size),
-                data,
-            ]
-        )
+        return _container([o for _, o in fields], data, [i for i, _ in fields], id_size)
 
     def array(self) -> bytes:
         self.pos += 1
@@ -215,19 +227,7 @@ class _Text:
                     raise _Fail(self.pos, "expected ',' or ']'")
                 self.pos += 1
         self.pos += 1
-        n = len(offsets)
-        large = n > 255
-        off_size = _int_size(len(data))
-        header = bytes([((large << 2 | (off_size - 1)) << 2) | 3])
-        return b"".join(
-            [
-                header,
-                _le(n, 4 if large else 1),
-                *(_le(o, off_size) for o in offsets),
-                _le(len(data), off_size),
-                data,
-            ]
-        )
+        return _container(offsets, data)
 
     def number(self) -> bytes:
         s, n = self.s, len(self.s)

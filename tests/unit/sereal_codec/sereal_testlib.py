@@ -5,6 +5,9 @@ documents)."""
 from __future__ import annotations
 
 import importlib
+import math
+import struct
+from enum import IntEnum
 from typing import Any
 
 import pytest
@@ -68,3 +71,55 @@ def joined(parts: list[Part]) -> Any:
     assert stop == len(body)
     assert same_value(compiled, value)
     return value
+
+
+class Color(IntEnum):
+    RED = 1
+
+
+class Text(str):
+    def __str__(self) -> str:
+        return "overridden"
+
+
+def _double(x: float) -> str:
+    return "23 " + struct.pack("<d", x).hex(" ")
+
+
+#: Scalars and the exact body both encoders write for each (DESIGN.md's encoding table;
+#: several are byte for byte what Perl's Sereal::Encoder 5.003 writes).
+ENCODED_SCALARS: list[tuple[Any, str]] = [
+    (None, "25"),
+    (True, "3b"),
+    (False, "3a"),
+    (0, "00"),
+    (15, "0f"),
+    (16, "20 10"),
+    (300, "20 ac 02"),
+    (2**64 - 1, "20 ff ff ff ff ff ff ff ff ff 01"),
+    (-1, "1f"),
+    (-16, "10"),
+    (-17, "21 21"),
+    (-(2**63), "21 ff ff ff ff ff ff ff ff ff 01"),
+    (1.5, _double(1.5)),
+    (1.0, _double(1.0)),
+    (-0.0, _double(-0.0)),
+    (math.inf, _double(math.inf)),
+    ("", "60"),
+    ("abc", "63 61 62 63"),
+    ("a" * 31, "7f" + " 61" * 31),
+    ("a" * 32, "26 20" + " 61" * 32),
+    ("\xe9", "27 02 c3 a9"),
+    ("\u263a", "27 03 e2 98 ba"),
+    ("\U0001f600", "27 04 f0 9f 98 80"),
+    ("\udce9", "61 e9"),  # surrogateescape'd byte: BINARY of that byte
+    ("\xe9\udcff", "63 c3 a9 ff"),
+    ("\ud800", "27 03 ed a0 80"),  # other lone surrogates: surrogatepass
+    ("\udc41", "27 03 ed b1 81"),  # below \udc80: not from surrogateescape
+    (b"", "60"),
+    (b"\x00\xff", "62 00 ff"),
+    (bytearray(b"ab"), "62 61 62"),
+    (b"x" * 32, "26 20" + " 78" * 32),
+    (Color.RED, "01"),
+    (Text("abc"), "63 61 62 63"),  # a str subclass encodes its value, not its __str__
+]

@@ -18,6 +18,7 @@ from types import ModuleType
 from typing import Any
 
 import pytest
+from sereal_testlib import ENCODED_SCALARS
 
 from sereal_codec import tags
 from sereal_codec.errors import (
@@ -475,26 +476,7 @@ class TestEncode:
     @pytest.mark.parametrize(
         ("value", "body"),
         [
-            (None, "25"),
-            (True, "3b"),
-            (False, "3a"),
-            (0, "00"),
-            (15, "0f"),
-            (16, "20 10"),
-            (-1, "1f"),
-            (-16, "10"),
-            (-17, "21 21"),
-            (2**64 - 1, "20 ff ff ff ff ff ff ff ff ff 01"),
-            (-(2**63), "21 ff ff ff ff ff ff ff ff ff 01"),
-            (1.5, "23 00 00 00 00 00 00 f8 3f"),
-            ("", "60"),
-            ("abc", "63 61 62 63"),
-            ("x" * 32, "26 20 " + "78 " * 31 + "78"),
-            ("é", "27 02 c3 a9"),
-            ("\udcff", "61 ff"),
-            ("\ud800", "27 03 ed a0 80"),
-            (b"\x00\xff", "62 00 ff"),
-            (bytearray(b"ab"), "62 61 62"),
+            *ENCODED_SCALARS,
             ([], "40"),
             ((1, 2), "42 01 02"),
             ({"a": 1}, "51 61 61 01"),

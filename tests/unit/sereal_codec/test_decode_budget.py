@@ -31,7 +31,7 @@ from sereal_codec.errors import (
     EncodeDepthExceeded,
     SizeLimitExceeded,
 )
-from sereal_codec.pure import decoder as pure_decoder
+from sereal_codec.pure import backend as pure_decoder
 from sereal_codec.pure import encoder as pure_encoder
 from sereal_codec.testing import OBJECT_BOMB_ITEMS, object_bomb_body, object_bomb_objects
 from sereal_codec.types import PerlObject, PerlRef, PerlRegexp

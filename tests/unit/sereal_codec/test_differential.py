@@ -19,7 +19,7 @@ from sereal_testlib import core as compiled
 
 from sereal_codec import tags
 from sereal_codec.errors import SerealError
-from sereal_codec.pure import decoder as pure_decoder
+from sereal_codec.pure import backend as pure_decoder
 from sereal_codec.pure import encoder as pure_encoder
 
 pytestmark = [

@@ -32,7 +32,7 @@ from sereal_codec.errors import (
     SizeLimitExceeded,
     TruncatedInput,
 )
-from sereal_codec.pure import decoder as pure_decoder
+from sereal_codec.pure import backend as pure_decoder
 from sereal_codec.pure import encoder as pure_encoder
 from sereal_codec.pure import json as pure_json
 from sereal_codec.types import PerlObject, PerlRef, PerlRegexp

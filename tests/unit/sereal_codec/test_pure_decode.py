@@ -24,6 +24,7 @@ from sereal_codec.errors import (
     TruncatedInput,
     UnknownTag,
 )
+from sereal_codec.pure import backend as pure_body
 from sereal_codec.pure import decoder
 from sereal_codec.pure.encoder import varint
 from sereal_codec.types import PerlObject, PerlRef, PerlRegexp
@@ -489,27 +490,27 @@ def test_many_copies_reuse_one_decoded_string(sereal: ModuleType) -> None:
 
 def test_decode_body_respects_end_and_base() -> None:
     data = b"JUNK" + bytes.fromhex("42 63 61 62 63 2f 02") + b"\x01\x02"
-    value, pos = decoder.decode_body(data, 4, 11, 3, 0, 512)
+    value, pos = pure_body.decode_body(data, 4, 11, 3, 0, 512)
     assert (value, pos) == (["abc", "abc"], 11)
     with pytest.raises(TruncatedInput) as info:
-        decoder.decode_body(data, 4, 8, 3, 0, 512)
+        pure_body.decode_body(data, 4, 8, 3, 0, 512)
     assert info.value.offset == 8
 
 
 def test_decode_body_protocol1_negative_base() -> None:
     # a decompressed v1 body: offsets count from the (absent) 6-byte header
     data = bytes.fromhex("42 28 ab 01 01 29 08")
-    value, _ = decoder.decode_body(data, 0, len(data), -6, 0, 512)
+    value, _ = pure_body.decode_body(data, 0, len(data), -6, 0, 512)
     assert value[0] is value[1]
     with pytest.raises(BadBackReference):
-        decoder.decode_body(bytes.fromhex("42 63 61 62 63 2f 01"), 0, 7, -6, 0, 512)
+        pure_body.decode_body(bytes.fromhex("42 63 61 62 63 2f 01"), 0, 7, -6, 0, 512)
 
 
 def test_decode_body_rejects_bad_arguments() -> None:
     with pytest.raises(ValueError, match="binary"):
-        decoder.decode_body(b"\x01", 0, 1, -1, 7, 512)
+        pure_body.decode_body(b"\x01", 0, 1, -1, 7, 512)
     with pytest.raises(ValueError, match="bounds"):
-        decoder.decode_body(b"\x01", 0, 2, -1, 0, 512)
+        pure_body.decode_body(b"\x01", 0, 2, -1, 0, 512)
 
 
 def test_perl_truthy() -> None:
