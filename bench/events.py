@@ -13,13 +13,11 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections import defaultdict
 from collections.abc import Sequence
 from typing import Any
 
-from eventstore.chunking import chunk_events
 from eventstore.riak import RiakClient
-from eventstore.testing import store_chunks
+from eventstore.testing import relocated_blobs, store_chunks
 from relocator.events import Event, generate_events
 
 __all__ = ["Event", "generate_events", "store_epoch"]
@@ -31,14 +29,7 @@ def store_epoch(
     """Store one epoch-dc as a relocator does: the events grouped by (type, subtype),
     chunked at 500 KB, every chunk first, the metadata last. Returns the stored blobs in
     metadata order."""
-    groups: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
-    for event in events:
-        groups[(event["type"], event["subtype"])].append(event)
-    blobs = [
-        (type_, subtype, chunk.data)
-        for (type_, subtype), group in sorted(groups.items())
-        for chunk in chunk_events(group)
-    ]
+    blobs = relocated_blobs(events)
     store_chunks([riak], epoch, dc, blobs)
     return [blob for _, _, blob in blobs]
 

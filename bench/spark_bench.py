@@ -287,16 +287,23 @@ def start_spark(driver_memory: str) -> Any:
     )
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def range_parser(description: str) -> argparse.ArgumentParser:
+    """The Spark benches' common options: the stored range, rounds, driver memory,
+    ``--json``."""
+    parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--epochs", type=int, default=300)
     parser.add_argument("--events", type=int, default=1000, help="events per epoch")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--driver-memory", default="2g")
+    parser.add_argument("--json", action="store_true", help="headline figures as JSON, last")
+    return parser
+
+
+def main() -> None:
+    parser = range_parser(__doc__.splitlines()[0])
     parser.add_argument(
         "--rows", default="json,anchor,variant,text", help="comma-separated rows to run"
     )
-    parser.add_argument("--json", action="store_true", help="headline figures as JSON, last")
     parser.add_argument(
         "--before", metavar="REV", help="also the source as git has it at REV (row 'before')"
     )

@@ -37,6 +37,7 @@ from spark_bench import (
     best_of_rounds,
     machine_line,
     print_table,
+    range_parser,
     start_spark,
     stored_range,
 )
@@ -64,13 +65,7 @@ LABELS = {
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--epochs", type=int, default=300)
-    parser.add_argument("--events", type=int, default=1000, help="events per epoch")
-    parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--driver-memory", default="2g")
-    parser.add_argument("--json", action="store_true", help="headline figures as JSON, last")
-    args = parser.parse_args()
+    args = range_parser(__doc__.splitlines()[0]).parse_args()
 
     from pyspark.sql.functions import col, parse_json
 

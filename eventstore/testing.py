@@ -21,6 +21,7 @@ __all__ = [
     "DESIGNED_CHUNK_PROPS",
     "Spec",
     "config_refusal",
+    "relocated_blobs",
     "store_chunks",
     "store_events",
     "stored_by_type",
@@ -111,15 +112,24 @@ def store_events(
     """Store ``events`` as one epoch-dc as a relocator does: grouped by (type, subtype),
     each group cut into chunks of at most ``chunk_max_bytes`` (:func:`chunk_events`), in
     every client's cluster (:func:`store_chunks`). Returns the keys in metadata order."""
+    blobs = relocated_blobs(events, chunk_max_bytes=chunk_max_bytes)
+    return store_chunks(riaks, epoch, dc, blobs)
+
+
+def relocated_blobs(
+    events: Sequence[dict[str, Any]], *, chunk_max_bytes: int = CHUNK_MAX_BYTES
+) -> list[tuple[str, str, bytes]]:
+    """``events`` as a relocator cuts one epoch-dc: grouped by (type, subtype) in name
+    order, each group's chunks (:func:`chunk_events`) in order: ``(type, subtype, blob)``
+    each, as :func:`store_chunks` takes them."""
     groups: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
     for event in events:
         groups[(event["type"], event["subtype"])].append(event)
-    blobs = [
+    return [
         (type_, subtype, chunk.data)
         for (type_, subtype), group in sorted(groups.items())
         for chunk in chunk_events(group, chunk_max_bytes=chunk_max_bytes)
     ]
-    return store_chunks(riaks, epoch, dc, blobs)
 
 
 def store_chunks(
