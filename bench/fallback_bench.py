@@ -55,7 +55,7 @@ from report import best, emit, figure
 
 import sereal_codec as sereal
 from consumer_lib.fallback import FallbackRun, run_fallback, run_native, run_served
-from consumer_lib.forkserver import ForkServer
+from consumer_lib.forkserver import fallback_server
 from consumer_lib.ranges import EpochRange
 from consumer_lib.store import Store
 from consumer_lib.substream import SubstreamReader, results
@@ -64,6 +64,7 @@ from devnode.testing import DevnodeProcess
 from eventstore.names import DEFAULT_NAMESPACES, ChunkKey
 from eventstore.riak import RiakClient
 from substreams.api import Context, Event, Substream
+from substreams.forkserver import ForkServer
 from substreams.loader import load_file, plugin_files
 from substreams.results import ok_value, read_result
 
@@ -175,7 +176,7 @@ def main() -> None:
                 f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
                 f"load {load:.1f}); best of {args.repeat}"
             )
-            server = ForkServer(max_connections=args.server_connections)
+            server = fallback_server(max_connections=args.server_connections)
             runs = [
                 bench_one(store, pool, server, sub, first=first, args=args)
                 for sub in (subs if "functions" in args.sections else [])

@@ -26,9 +26,11 @@ from typing import Any
 
 import pytest
 
+from consumer_lib.forkserver import fallback_server
 from devnode.testing import DevnodeProcess
 from eventstore.riak import Retry, RiakClient
 from relocator.testing import RelocatorProcess, ZooKeeperProcess, zookeeper_available
+from substreams.forkserver import ForkServer
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -100,6 +102,15 @@ def failed(request: pytest.FixtureRequest) -> bool:
         getattr(getattr(request.node, f"report_{when}", None), "failed", False)
         for when in ("setup", "call")
     )
+
+
+@pytest.fixture(scope="module")
+def fork_server() -> Iterator[ForkServer]:
+    """The consumer's fallback fork server (``consumer_lib.forkserver.fallback_server``),
+    started on first use, closed after the module."""
+    forks = fallback_server()
+    yield forks
+    forks.close()
 
 
 @pytest.fixture(scope="session")

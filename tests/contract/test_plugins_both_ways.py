@@ -13,7 +13,6 @@ in every one of them."""
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,13 +21,13 @@ import pytest
 import sereal_codec as sereal
 from companion.chunks import decode_chunk
 from consumer_lib.fallback import run_fallback, run_served
-from consumer_lib.forkserver import ForkServer
 from eventstore.blob import DecodeLimits
 from eventstore.names import ChunkKey
 from eventstore.testing import stored_by_type
 from relocator.events import generate_events
 from sereal_codec.projection import project_events
 from substreams.api import Context, Substream
+from substreams.forkserver import ForkServer
 from substreams.loader import LoadReport, load_entry_points, load_file, plugin_files
 from substreams.results import read_result
 from substreams.sandbox import Loader, run_substreams
@@ -62,15 +61,10 @@ def companion_loader(key: ChunkKey, blob: bytes) -> Loader:
     return functools.partial(decode_chunk, key, blob, DecodeLimits())
 
 
-@pytest.fixture(scope="module")
-def server() -> Iterator[ForkServer]:
-    forks = ForkServer()
-    yield forks
-    forks.close()
-
-
 @pytest.mark.parametrize("sub", shipped(), ids=lambda s: s.name)
-def test_sandboxed_and_in_process_results_are_the_same(sub: Substream, server: ForkServer) -> None:
+def test_sandboxed_and_in_process_results_are_the_same(
+    sub: Substream, fork_server: ForkServer
+) -> None:
     assert sub.fields is not None, "every shipped plugin declares its fields"
     ran = 0
     for key, blob, events in chunks():
@@ -87,7 +81,7 @@ def test_sandboxed_and_in_process_results_are_the_same(sub: Substream, server: F
         (fallback,) = run_fallback([sub], events, key)
         assert (fallback.status, fallback.error) == ("ok", None)
         assert fallback.result == record.result
-        (served,) = run_served(server, [sub], blob, key, DecodeLimits())
+        (served,) = run_served(fork_server, [sub], blob, key, DecodeLimits())
         assert (served.status, served.error, served.result) == ("ok", None, record.result)
         ran += 1
     assert ran >= 2
@@ -104,7 +98,7 @@ def undeclared_url(events, ctx):
 
 @pytest.mark.parametrize("read", ['e["url"]', 'e.get("url")', 'dig(e, "url")'])
 def test_a_plugin_reading_an_undeclared_field_fails_the_same_way_in_each(
-    tmp_path: Path, server: ForkServer, read: str
+    tmp_path: Path, fork_server: ForkServer, read: str
 ) -> None:
     path = tmp_path / "undeclared_url.py"
     path.write_text(UNDECLARED.replace("{READ}", read))
@@ -114,7 +108,7 @@ def test_a_plugin_reading_an_undeclared_field_fails_the_same_way_in_each(
     loader = companion_loader(key, blob)
     (outcome,) = run_substreams([sub], loader, Context.of(key), isolation="chunk")
     (fallback,) = run_fallback([sub], events, key)
-    (served,) = run_served(server, [sub], blob, key, DecodeLimits())
+    (served,) = run_served(fork_server, [sub], blob, key, DecodeLimits())
     failure = (
         "exception: UndeclaredField: field 'url' is not declared (declared fields: status); "
         "add 'url' to @substream(fields=[...])"

@@ -19,7 +19,7 @@ plugin's fields.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +30,6 @@ from hypothesis import strategies as st
 import sereal_codec as sereal
 from companion.chunks import decode_chunk
 from consumer_lib.fallback import run_fallback, run_served
-from consumer_lib.forkserver import ForkServer
 from eventstore.blob import DecodeLimits, pack_blob, unpack_blob
 from eventstore.names import ChunkKey
 from eventstore.testing import stored_by_type
@@ -38,6 +37,7 @@ from relocator.events import generate_events
 from sereal_codec.projection import project_events
 from substreams.api import Context, Substream
 from substreams.examples.url_latency import BOUNDS_MS
+from substreams.forkserver import ForkServer
 from substreams.loader import load_file
 from substreams.query import merge_partials, query
 from substreams.query.plan import Aggregate
@@ -119,19 +119,12 @@ def chunks() -> list[tuple[ChunkKey, bytes, list[dict[str, Any]]]]:
     return stored_by_type(generate_events(3000, seed=23), 700, empty=True)
 
 
-@pytest.fixture(scope="module")
-def server() -> Iterator[ForkServer]:
-    forks = ForkServer()
-    yield forks
-    forks.close()
-
-
 def companion_loader(key: ChunkKey, blob: bytes) -> Loader:
     return functools.partial(decode_chunk, key, blob, DecodeLimits())
 
 
 def test_twins_agree_on_the_generators_events_every_way_they_run(
-    pairs: list[tuple[Substream, Substream, Adapter]], server: ForkServer
+    pairs: list[tuple[Substream, Substream, Adapter]], fork_server: ForkServer
 ) -> None:
     ran: dict[str, int] = {}
     rows: dict[str, int] = {}
@@ -153,7 +146,7 @@ def test_twins_agree_on_the_generators_events_every_way_they_run(
         qs = [q for _, q, _ in pairs if q.name in stored]
         for run in run_fallback(qs, events, key):
             assert (run.status, run.error, run.result) == ("ok", None, stored[run.substream])
-        for run in run_served(server, qs, blob, key, DecodeLimits()):
+        for run in run_served(fork_server, qs, blob, key, DecodeLimits()):
             assert (run.status, run.error, run.result) == ("ok", None, stored[run.substream])
     assert ran == {"web_5xx_q": 4, "url_latency_q": 4, "event_counts_q": 7}  # one chunk empty
     assert rows["web_5xx_q"] > 50 and rows["url_latency_q"] > 50 and rows["event_counts_q"] > 50

@@ -8,33 +8,26 @@ forks nothing, so its results are stored ok while the companion cannot fork at a
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from companion.testing import Stack, children_of, fork_servers_of, forks_refused, wait_for
-from consumer_lib.forkserver import ForkServer
 from eventstore.blob import DecodeLimits
 from eventstore.names import ChunkKey
 from relocator.events import generate_events
 from substreams.api import Substream
 from substreams.examples import web_5xx
+from substreams.forkserver import ForkServer
 from substreams.harness import DEFAULT_CAP
 from substreams.loader import load_file
-from substreams.sandbox import Limits, stored_value
+from substreams.sandbox import stored_value
 
 EXAMPLES = Path(web_5xx.__file__).parent
 QUERIES = ("web_5xx_q", "url_latency_q", "event_counts_q")
 EPOCH = 1_700_004_000
-
-
-@pytest.fixture(scope="module")
-def server() -> Iterator[ForkServer]:
-    s = ForkServer()
-    yield s
-    s.close()
 
 
 def _chunks(seed: int) -> dict[tuple[str, str, int], list[dict[str, Any]]]:
@@ -57,12 +50,14 @@ def _stored(stack: Stack, name: str, key: ChunkKey) -> bytes:
     return stack.riak.get("substreams", name, key.format()).value
 
 
-def _childs_record(server: ForkServer, stack: Stack, sub: Substream, key: ChunkKey) -> bytes:
+def _childs_record(fork_server: ForkServer, stack: Stack, sub: Substream, key: ChunkKey) -> bytes:
     """The record a sandboxed child gives for ``sub`` on the stored chunk."""
     blob = stack.riak.get("events", "events", key.format()).value
-    reply = server.run([(sub, Limits.of(sub, DEFAULT_CAP))], blob, key, DecodeLimits())
-    assert reply.decode.ok, reply.decode.error
-    (outcome,) = reply.outcomes
+    served = fork_server.run_chunks(
+        [([sub], blob, key)], decode_limits=DecodeLimits(), cap=DEFAULT_CAP, where="test"
+    )
+    ((outcome,),) = (chunk.outcomes for chunk in served.chunks)
+    assert outcome is not None and outcome.ok, (served, outcome)
     return stored_value(sub, outcome)
 
 
@@ -78,7 +73,7 @@ def _status_when(stack: Stack, ready: Callable[[dict[str, Any]], bool]) -> dict[
 
 @pytest.mark.parametrize("isolation", ["chunk", "substream"])
 def test_queries_run_beside_the_child_with_its_records_and_without_a_fork(
-    stack_factory: Callable[..., Stack], server: ForkServer, isolation: str
+    stack_factory: Callable[..., Stack], fork_server: ForkServer, isolation: str
 ) -> None:
     files = {f"{name}.py": (EXAMPLES / f"{name}.py").read_text() for name in QUERIES}
     files["web_5xx.py"] = (EXAMPLES / "web_5xx.py").read_text()  # a Python plugin
@@ -92,7 +87,7 @@ def test_queries_run_beside_the_child_with_its_records_and_without_a_fork(
         for key, record in stack.wait_results(name, expect).items():
             assert record.status == "ok", (name, key, record.error)
             # The same record as a sandboxed child's, byte for byte.
-            expected = _childs_record(server, stack, plugins[name], key)
+            expected = _childs_record(fork_server, stack, plugins[name], key)
             assert _stored(stack, name, key) == expected, (name, key)
     assert any((r := stack.result("web_5xx_q", k)) and r.result for k in web_keys), "5xx rows"
 
@@ -130,7 +125,7 @@ def test_queries_run_beside_the_child_with_its_records_and_without_a_fork(
     for name, found in results.items():
         for key, record in found.items():
             assert record.status == "ok", (name, key, record.error)
-            expected = _childs_record(server, stack, plugins[name], key)
+            expected = _childs_record(fork_server, stack, plugins[name], key)
             assert _stored(stack, name, key) == expected, (name, key)
     # The failures were the machine's: not counted against the Python plugin.
     assert not list((stack.root / "state" / "disabled").glob("*.json"))
