@@ -56,7 +56,8 @@ from eventstore.blob import DecodeLimits, pack_blob, unpack_blob
 from eventstore.names import ChunkKey, format_metadata
 from substreams.api import Context, Substream
 from substreams.loader import load_file, plugin_files
-from substreams.sandbox import Isolation, run_substreams
+from substreams.protocol import Isolation
+from substreams.sandbox import run_substreams
 
 EXAMPLES = Path(__file__).parents[1] / "substreams" / "examples"
 BOOKING_EPOCH_BYTES = 70 * 2**20

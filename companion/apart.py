@@ -31,7 +31,8 @@ from companion.settings import CompanionSettings
 from companion.shedding import disabled_value, shed_value
 from companion.writer import ResultWriter
 from substreams.api import Context
-from substreams.sandbox import SandboxUnavailable, run_substreams, stored_value
+from substreams.results import stored_value
+from substreams.sandbox import SandboxUnavailable, run_substreams
 
 log = logging.getLogger(__name__)
 

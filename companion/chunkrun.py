@@ -34,8 +34,10 @@ from companion.shedding import disabled_value
 from companion.writer import Write
 from eventstore.names import ChunkKey
 from substreams.api import Context, Event, Substream
-from substreams.results import error_value
-from substreams.sandbox import Loader, Outcome, SandboxUnavailable, run_substreams, stored_value
+from substreams.child import Loader
+from substreams.protocol import Outcome
+from substreams.results import error_value, stored_value
+from substreams.sandbox import SandboxUnavailable, run_substreams
 
 __all__ = [
     "Laps",

@@ -20,10 +20,11 @@ from eventstore.names import ChunkKey, Namespaces
 from eventstore.riak import NotFound, RiakClient, RiakError
 from eventstore.riak.defaults import CONFIRMED_ABSENCE
 from sereal_codec.projection import Tree, project_events
-from substreams import forkserver_process
+from substreams import run
 from substreams.api import Event
+from substreams.child import Loader
+from substreams.protocol import Isolation
 from substreams.run import UndecodableChunk
-from substreams.sandbox import Isolation, Loader
 
 __all__ = ["check_chunk", "chunk_source", "decode_chunk", "fetch_chunk"]
 
@@ -62,7 +63,7 @@ def check_chunk(key: ChunkKey, blob: bytes, limits: DecodeLimits) -> None:
 def decode_chunk(
     key: ChunkKey, blob: bytes, limits: DecodeLimits, fields: Tree | None = None
 ) -> list[Event]:
-    """The chunk's events, verified and decoded (``substreams.forkserver_process.decode_chunk``,
+    """The chunk's events, verified and decoded (``substreams.run.decode_chunk``,
     which a companion worker's fork server runs in its children).
 
     Args:
@@ -77,7 +78,7 @@ def decode_chunk(
             corrupt, or not an array of events.
     """
     try:
-        return forkserver_process.decode_chunk(key.format(), blob, limits, fields)
+        return run.decode_chunk(key.format(), blob, limits, fields)
     except UndecodableChunk as e:
         raise InputChunkUnreadable(str(e)) from e
 

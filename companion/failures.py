@@ -20,7 +20,7 @@ from __future__ import annotations
 from companion.disabled import DisabledSet
 from companion.quarantine import Trust
 from substreams.api import Substream
-from substreams.sandbox import Outcome
+from substreams.protocol import Outcome
 
 __all__ = ["FailureTracker"]
 

@@ -9,7 +9,7 @@ every chunk. The server does nothing between forks but wait; it is started from 
 worker when the engine starts, loads the plugins from their files (each checked
 against the version the worker loaded), and runs exactly what
 :func:`substreams.sandbox.run_substreams` runs in the worker (the same loader:
-``substreams.forkserver_process.decode_chunk``; the same limits, deadlines, process
+``substreams.run.decode_chunk``; the same limits, deadlines, process
 groups, rlimits, audit hook and seccomp filter).
 
 Only the chunk threads' shared children go through it (isolation ``chunk``, every
@@ -38,8 +38,8 @@ from eventstore.blob import DecodeLimits
 from eventstore.names import ChunkKey
 from substreams.api import Substream
 from substreams.forkserver import ForkServer, ForkServerUnavailable
-from substreams.protocol import Limits
-from substreams.sandbox import Outcome, SandboxUnavailable
+from substreams.protocol import Limits, Outcome
+from substreams.sandbox import SandboxUnavailable
 
 log = logging.getLogger(__name__)
 

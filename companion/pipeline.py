@@ -45,7 +45,8 @@ from companion.writer import ResultWriter, Write
 from eventstore.names import ChunkKey
 from eventstore.riak import RiakClient
 from substreams.api import Event, Substream
-from substreams.sandbox import Loader, Outcome
+from substreams.child import Loader
+from substreams.protocol import Outcome
 
 __all__ = ["Job", "Pipeline"]
 

@@ -74,7 +74,7 @@ from typing import Literal
 
 from eventstore.names import ChunkKey
 from substreams.api import Event, Substream
-from substreams.sandbox import Loader
+from substreams.child import Loader
 
 log = logging.getLogger(__name__)
 

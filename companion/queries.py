@@ -9,7 +9,7 @@ A query plugin (``Substream.plan`` set) is data: paths, literals and a closed se
 operators. It cannot run code, crash, loop or allocate beyond its rows, so it needs no
 child, no sandbox and no quarantine lane: :func:`substreams.query.run.run_queries`
 evaluates every query of a chunk in one walk of its fetched blob, in the chunk thread,
-and gives each the :class:`~substreams.sandbox.Outcome` its child run would give (so
+and gives each the :class:`~substreams.protocol.Outcome` its child run would give (so
 ``stored_value`` is byte for byte the child's record). Those outcomes follow the shared
 run's (``chunkrun.settle``), so the worker stores, signals and counts them exactly as
 the runs of the child: one writer, one ``run_finished``
@@ -30,9 +30,9 @@ from collections.abc import Sequence
 from companion.settings import CompanionSettings
 from eventstore.names import ChunkKey
 from substreams.api import Substream
+from substreams.protocol import Limits, Outcome
 from substreams.query.run import is_query, run_queries
 from substreams.run import UndecodableChunk
-from substreams.sandbox import Limits, Outcome
 
 __all__ = ["run_native", "split_queries"]
 

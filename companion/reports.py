@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from companion.signals import EngineSignals
 from eventstore.names import ChunkKey
 from substreams.api import Substream
-from substreams.sandbox import Outcome
+from substreams.protocol import Outcome
 
 log = logging.getLogger(__name__)
 

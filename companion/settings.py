@@ -26,7 +26,7 @@ from eventstore.options import node_url_error
 from eventstore.riak.settings import RiakSettings
 from eventstore.settings import SettingsError, parse_listen, read_toml, table, unknown_keys
 from substreams.errors import InvalidSigningKey
-from substreams.sandbox import Isolation, Limits
+from substreams.protocol import Isolation, Limits
 from substreams.signing import TrustedKeys, is_inline_key
 
 __all__ = ["CompanionSettings", "load"]

@@ -49,7 +49,7 @@ from eventstore.names import ChunkKey
 from eventstore.riak import RiakClient
 from substreams.api import Substream
 from substreams.loader import PluginSet
-from substreams.sandbox import Outcome
+from substreams.protocol import Outcome
 
 log = logging.getLogger(__name__)
 

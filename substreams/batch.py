@@ -15,8 +15,8 @@ from collections.abc import Sequence
 
 from substreams.api import Context, Substream
 from substreams.child import Job, Loaded, Loader, substream_target
-from substreams.protocol import Limits
-from substreams.sandbox import Outcome, SandboxUnavailable, run_in_child, run_substreams
+from substreams.protocol import Limits, Outcome
+from substreams.sandbox import SandboxUnavailable, run_in_child, run_substreams
 
 __all__ = ["BatchChunk", "run_batch"]
 

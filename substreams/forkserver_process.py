@@ -70,17 +70,12 @@ from substreams.batch import BatchChunk, run_batch
 from substreams.errors import PluginLoadError
 from substreams.loader import LoadReport, load_entry_points, load_file
 from substreams.protocol import Limits, Outcome
-
-# Re-exported: their home is substreams.run (the companion's chunks and queries modules
-# and substreams.query.run still import them from here).
-from substreams.run import UndecodableChunk, decode_chunk
+from substreams.run import decode_chunk
 from substreams.syscall_filter import program
 
 __all__ = [
     "ENTRY_POINT_PREFIX",
     "MAX_MESSAGE_BYTES",
-    "UndecodableChunk",
-    "decode_chunk",
     "outcome_fields",
     "outcome_from",
     "recv_message",

@@ -71,7 +71,6 @@ from substreams.child import (
     Load,
     Loaded,
     Loader,
-    SandboxViolation,
     child_main,
     substream_target,
 )
@@ -85,25 +84,12 @@ from substreams.protocol import (
     TAG_UNREADABLE,
     USAGE,
     Isolation,
-    Kind,
     Limits,
-    Outcome,  # re-exported (defined with the wire, protocol.py): the sandbox's answer
+    Outcome,
 )
-from substreams.results import stored_value  # re-exported: what to store of an Outcome
 from substreams.syscall_filter import FILTER_REASON, program
 
-__all__ = [
-    "Isolation",
-    "Kind",
-    "Limits",
-    "Loader",
-    "Outcome",
-    "SandboxUnavailable",
-    "SandboxViolation",
-    "run_in_child",
-    "run_substreams",
-    "stored_value",
-]
+__all__ = ["LOAD_TIMEOUT_S", "SandboxUnavailable", "run_in_child", "run_substreams"]
 
 _READ_SIZE = 65536
 #: Allowance for a child's setup (fork, rlimits) before its first job starts, seconds.
@@ -507,9 +493,9 @@ def run_substreams(
 
     Returns:
         One outcome per substream, in order; ``payload`` of an ok outcome is the value
-        to store; use :func:`stored_value` for any outcome. With a loader that failed,
-        the runs of the children it failed in are ``unreadable``, the loader's message
-        their ``error``.
+        to store; use :func:`substreams.results.stored_value` for any outcome. With a
+        loader that failed, the runs of the children it failed in are ``unreadable``,
+        the loader's message their ``error``.
 
     Raises:
         SandboxUnavailable: see :func:`run_in_child`.

@@ -10,8 +10,8 @@ protection. :func:`run_queries` evaluates every query plugin of one chunk in one
 of its stored bytes (:func:`substreams.query.native.evaluate_body`; one
 :func:`~substreams.query.native.compile_program` per set of plans and caps, cached),
 and where the walk does not take the chunk or a plan, the reference evaluator over the
-chunk decoded as the child decodes it (:func:`substreams.forkserver_process.decode_chunk`,
-the union of the plans' fields). Each plugin gets the :class:`~substreams.sandbox.Outcome`
+chunk decoded as the child decodes it (:func:`substreams.run.decode_chunk`,
+the union of the plans' fields). Each plugin gets the :class:`~substreams.protocol.Outcome`
 its child run would give: ``ok`` with the packed result (``results.ok_value``), or
 ``too_large`` with the child's message when the packed result is over the run's
 ``max_result_bytes``; so ``stored_value`` gives the same record either way.
@@ -39,7 +39,7 @@ The plan evaluated is the plugin's plan rebuilt from its serialised form
 an object of the plugin's module.
 
 Failure semantics: a chunk that does not verify or decode within the decode limits
-raises :class:`~substreams.forkserver_process.UndecodableChunk` (its message starts
+raises :class:`~substreams.run.UndecodableChunk` (its message starts
 ``chunk_unreadable:`` or ``too_large:``, what the child's road stores); nothing else a
 chunk holds raises.
 """
@@ -58,13 +58,12 @@ from sereal_codec import compression
 from sereal_codec.document import DEFAULT_MAX_DEPTH, read_layout
 from sereal_codec.projection import compile_fields
 from substreams.api import Substream
-from substreams.protocol import Limits
+from substreams.protocol import Limits, Outcome
 from substreams.query.evaluate import Rows, evaluate
 from substreams.query.native import Program, compile_program, evaluate_body
 from substreams.query.plan import Plan, from_dict, to_dict
 from substreams.results import RunResult, Status, ok_value, read_result
 from substreams.run import decode_chunk
-from substreams.sandbox import Outcome
 
 __all__ = ["is_query", "program_for", "read_queries", "run_queries"]
 

@@ -27,10 +27,11 @@ from eventstore.testing import stored_by_type
 from relocator.events import generate_events
 from sereal_codec.projection import project_events
 from substreams.api import Context, Substream
+from substreams.child import Loader
 from substreams.forkserver import ForkServer
 from substreams.loader import LoadReport, load_entry_points, load_file, plugin_files
 from substreams.results import read_result
-from substreams.sandbox import Loader, run_substreams
+from substreams.sandbox import run_substreams
 
 EXAMPLES = Path(__file__).parents[2] / "substreams" / "examples"
 

@@ -36,13 +36,14 @@ from eventstore.testing import stored_by_type
 from relocator.events import generate_events
 from sereal_codec.projection import project_events
 from substreams.api import Context, Substream
+from substreams.child import Loader
 from substreams.examples.url_latency import BOUNDS_MS
 from substreams.forkserver import ForkServer
 from substreams.loader import load_file
 from substreams.query import merge_partials, query
 from substreams.query.plan import Aggregate
 from substreams.results import read_result
-from substreams.sandbox import Loader, run_substreams
+from substreams.sandbox import run_substreams
 
 EXAMPLES = Path(__file__).parents[2] / "substreams" / "examples"
 Adapter = Callable[[Any, Context], Any]

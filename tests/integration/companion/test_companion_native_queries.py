@@ -21,9 +21,9 @@ from relocator.events import generate_events
 from substreams.api import Substream
 from substreams.examples import web_5xx
 from substreams.forkserver import ForkServer
-from substreams.harness import DEFAULT_CAP
 from substreams.loader import load_file
-from substreams.sandbox import stored_value
+from substreams.protocol import DEFAULT_CAP
+from substreams.results import stored_value
 
 EXAMPLES = Path(web_5xx.__file__).parent
 QUERIES = ("web_5xx_q", "url_latency_q", "event_counts_q")

@@ -29,7 +29,8 @@ from eventstore.riak import RiakClient
 from relocator.events import generate_events
 from sereal_codec.projection import project_events
 from substreams.api import Context, Substream
-from substreams.harness import DEFAULT_CAP, chunks_from_riak, run_plugin_file
+from substreams.harness import chunks_from_riak, run_plugin_file
+from substreams.protocol import DEFAULT_CAP
 from substreams.results import read_result
 
 E0 = 1_700_001_600

@@ -18,9 +18,11 @@ from sereal_codec.projection import Tree, project_events
 from substreams import sandbox
 from substreams.api import Context, Event, Substream
 from substreams.batch import run_batch
+from substreams.child import Loader
 from substreams.loader import load_file
-from substreams.results import read_result
-from substreams.sandbox import Isolation, Loader, run_substreams, stored_value
+from substreams.protocol import Isolation
+from substreams.results import read_result, stored_value
+from substreams.sandbox import run_substreams
 
 HOSTILE = """
 import ctypes, os, socket, time

@@ -14,8 +14,8 @@ from companion.shedding import disabled_value
 from companion.writer import Write
 from eventstore.names import ChunkKey
 from substreams.api import Substream
+from substreams.protocol import Outcome
 from substreams.results import error_value
-from substreams.sandbox import Outcome
 
 KEY = ChunkKey(1_700_000_000, "dc1", "web", "main", 0)
 

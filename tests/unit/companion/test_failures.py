@@ -9,7 +9,7 @@ from companion.disabled import DisabledSet
 from companion.failures import FailureTracker
 from companion.quarantine import Trust
 from substreams.api import Substream
-from substreams.sandbox import Outcome
+from substreams.protocol import Outcome
 
 S = Substream(name="s", function=lambda events, ctx: None, version="v1")
 BAD = Outcome("s", "exception", error="boom")

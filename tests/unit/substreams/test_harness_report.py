@@ -11,7 +11,7 @@ from eventstore.names import ChunkKey
 from substreams import declaration_of, substream
 from substreams.api import Substream
 from substreams.harness import HarnessRun, format_runs, result_shape
-from substreams.sandbox import Outcome
+from substreams.protocol import Outcome
 
 
 def _sub(name: str) -> Substream:

@@ -32,7 +32,7 @@ from substreams.api import Substream
 from substreams.errors import InvalidDeclaration, PluginLoadError
 from substreams.harness import HarnessRun, format_runs
 from substreams.loader import load_file, plugin_files
-from substreams.sandbox import Outcome
+from substreams.protocol import Outcome
 
 EXAMPLES = Path(__file__).parents[3] / "substreams" / "examples"
 #: Whether the decoder builds only the declared fields (eventstore.blob, issue 16);
