@@ -8,9 +8,15 @@ a bucket of its own.
 
 from __future__ import annotations
 
+import contextlib
 import os
+import socket
+import sys
 import threading
 from collections.abc import Callable
+from types import FrameType, TracebackType
+from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 
@@ -325,3 +331,95 @@ def test_stats_answers_json(riak: RiakClient) -> None:
     stats = riak.stats()
     assert "ring_members" in stats
     assert stats["ring_num_partitions"] >= 8
+
+
+class Relay:
+    """A TCP relay on a free loopback port (``url``) in front of the store: counts the
+    connections it accepted, and :meth:`drop` closes every one of them, as a server
+    closes its idle keep-alive connections. Bytes pass unchanged (Riak or the devnode)."""
+
+    def __init__(self, upstream: str) -> None:
+        up = urlsplit(upstream)
+        self._upstream = (up.hostname or "127.0.0.1", up.port or 8098)
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{self._listener.getsockname()[1]}"
+        self.accepted = 0
+        self._open: list[socket.socket] = []
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self._listener.accept()
+            except OSError:
+                return
+            server = socket.create_connection(self._upstream)
+            self.accepted += 1
+            self._open += [client, server]
+            for src, dst in ((client, server), (server, client)):
+                threading.Thread(target=self._pump, args=(src, dst), daemon=True).start()
+
+    @staticmethod
+    def _pump(src: socket.socket, dst: socket.socket) -> None:
+        try:
+            while data := src.recv(65536):
+                dst.sendall(data)
+        except OSError:
+            pass
+        for sock in (src, dst):
+            sock.close()
+
+    def drop(self) -> None:
+        for sock in self._open:
+            with contextlib.suppress(OSError):  # closed already
+                sock.shutdown(socket.SHUT_RDWR)
+
+    def __enter__(self) -> Relay:
+        return self
+
+    def __exit__(self, *exc: type[BaseException] | BaseException | TracebackType | None) -> None:
+        self._listener.close()
+        self.drop()
+
+
+def test_a_kept_connection_is_reused_and_one_the_server_closed_is_replaced(
+    riak_url: str, bucket: str
+) -> None:
+    """Keep-alive: one connection for a run of requests; a kept connection the server
+    has closed is replaced at once, without a try of the retry policy (one allowed)."""
+    with (
+        Relay(riak_url) as relay,
+        RiakClient([relay.url], retry=Retry(max_tries=1, deadline_s=10.0)) as client,
+    ):
+        for i in range(20):
+            client.put("events", bucket, f"k{i}", b"v" * 100, usermeta={"n": str(i)})
+            got = client.get("events", bucket, f"k{i}")
+            assert (got.value, got.usermeta) == (b"v" * 100, {"n": str(i)})
+        assert relay.accepted == 1
+        relay.drop()
+        client.put("events", bucket, "after", VALUE_400K)  # a large body: sent in two parts
+        assert client.get("events", bucket, "after").value == VALUE_400K
+        assert relay.accepted == 2
+
+
+def test_requests_build_no_http_client_machinery(riak: RiakClient, bucket: str) -> None:
+    """A request is its bytes and its answer parsed in place (``eventstore/riak/wire.py``):
+    no ``http.client`` response, buffered file or ``email`` header parser per request."""
+    riak.put("events", bucket, "warm", b"w")  # a kept connection to reuse
+    called: list[str] = []
+
+    def profile(frame: FrameType, event: str, arg: Any) -> None:
+        name = frame.f_code.co_filename
+        if event == "call" and name.endswith(("http/client.py", "email/feedparser.py")):
+            called.append(f"{name}:{frame.f_code.co_name}")
+
+    sys.setprofile(profile)
+    try:
+        riak.put("events", bucket, "k", b"v", usermeta={"a": "1"})
+        assert riak.get("events", bucket, "k").value == b"v"
+        with pytest.raises(NotFound):
+            riak.get("events", bucket, "absent")
+        assert riak.delete("events", bucket, "k") is True
+    finally:
+        sys.setprofile(None)
+    assert called == []
