@@ -18,7 +18,6 @@ second run builds nothing.
 
 from __future__ import annotations
 
-import functools
 import os
 import time
 from collections import Counter
@@ -289,26 +288,15 @@ def test_the_example_queries_give_their_python_twins_results_on_the_cluster(
     and each twin's results over the range, all written by the companions, equal chunk
     by chunk (the query's adapted to its function's shape; ``url_latency_q`` also
     merged over the range)."""
-    companions = [s.name for s in cluster.topology.services if s.role == "companion"]
-    archive = twins.queries_tar()
-    for companion in companions:
-        container = cluster.container(companion)
-        assert container is not None and container.put_archive(f"{topo.STATE}/plugins", archive)
-    for companion in companions:
-        host, port = _address(cluster, companion, "5000/tcp")
-        loaded = functools.partial(twins.loaded_by_every_worker, f"http://{host}:{port}")
-        _wait_for(f"the twins loaded by every worker of {companion}", loaded, timeout_s=60)
-    host, port = _address(cluster, "relocator1", "5141/tcp")
-    epochs = twins.send(host, port, DCS[0], events=3000)
-    twins.drop_queries(tmp_path)  # the reader has the twins' code, as a plugin author has
+    companions = {
+        s.name: "http://{}:{}".format(*_address(cluster, s.name, "5000/tcp"))
+        for s in cluster.topology.services
+        if s.role == "companion"
+    }
     host, port = _address(cluster, "devnode", "8098/tcp")
-    with EventsClient([f"http://{host}:{port}"], timeout_s=10.0, plugin_dirs=[tmp_path]) as client:
-        results = twins.wait_served(client, DCS[0], epochs, 3000, timeout_s=120)
-    assert twins.disagreements(results) == []
-    assert twins.merged_latency_disagreements(results) == []
-    compared = twins.summary(results)
-    print(f"twins compared, (chunks, rows) per query: {compared}")
-    assert all(chunks >= 3 and rows > 0 for chunks, rows in compared.values()), compared
+    relocator = _address(cluster, "relocator1", "5141/tcp")
+    nodes = [f"http://{host}:{port}"]
+    twins.check_on_cluster(cluster, companions, relocator, nodes, plugins=tmp_path, dc=DCS[0])
 
 
 def test_the_cluster_command_reports_every_service_and_refuses_an_unknown_one(

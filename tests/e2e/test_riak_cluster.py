@@ -9,6 +9,7 @@ ZooKeeper and a relocator, and checks from the host what the README promises of 
 - the three nodes form one cluster with the bucket types, and each is healthy only then;
 - events go in through the relocator and come back from the nodes, every substream
   result computed by the companions (the Erlang hook routed every key group);
+- the example substreams' query twins give their Python functions' results;
 - one Riak container killed with SIGKILL: the data stays readable from the other two;
   started again, it rejoins as the member it was, with no first-start step run again.
 """
@@ -33,6 +34,7 @@ from fleet.cluster.engine import Cluster
 from fleet.cluster.errors import ServiceExited
 from fleet.cluster.images import Builder
 from relocator.producer import TcpEmitter
+from tests.e2e import twins
 
 RELEASE_ENV = "RIAK_EVENTS_RIAK_RELEASE"
 RELEASE = os.environ.get(RELEASE_ENV, "")
@@ -155,6 +157,22 @@ def test_events_come_back_with_every_result_computed_by_the_companions(
             line for line in metrics.splitlines() if line.startswith("companion_key_groups_total")
         ]
         assert groups and float(groups[0].split()[-1]) > 0, f"the hook sent {companion} nothing"
+
+
+def test_the_example_queries_give_their_python_twins_results_on_real_riak(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    """Issue 23's "Done when" on real Riak: the query twins, hot loaded by the three
+    companion sidecars, give their Python functions' results chunk by chunk, every
+    result routed to its node's companion by the Erlang hook."""
+    companions = {
+        "companion" + node.removeprefix("riak"): url(cluster, node, "5000/tcp") for node in NODES
+    }
+    host, _, port = url(cluster, "relocator1", "5141/tcp").removeprefix("http://").rpartition(":")
+    nodes = [url(cluster, node) for node in NODES]
+    twins.check_on_cluster(
+        cluster, companions, (host, int(port)), nodes, plugins=tmp_path, dc=DCS[0]
+    )
 
 
 def test_a_killed_node_leaves_the_data_readable_and_rejoins_as_it_was(cluster: Cluster) -> None:

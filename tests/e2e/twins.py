@@ -29,9 +29,12 @@ from typing import Any
 
 import httpx
 
+from companion.testing import wait_for
 from consumer_lib import EventsClient, merge_partials
 from consumer_lib.types import SubstreamResult
 from eventstore.names import ChunkKey
+from fleet.cluster import topology as topo
+from fleet.cluster.engine import Cluster
 from relocator.loadgen import generate
 from relocator.producer import TcpEmitter
 from substreams.api import Context, Substream
@@ -205,3 +208,40 @@ def summary(results: Results) -> dict[str, tuple[int, int]]:
         q: (len(results[q]), sum(len(r.result) for r in results[q].values()))
         for q in QUERY_OF.values()
     }
+
+
+def check_on_cluster(
+    cluster: Cluster,
+    companions: dict[str, str],
+    relocator: tuple[str, int],
+    nodes: list[str],
+    *,
+    plugins: Path,
+    dc: str,
+) -> None:
+    """The done-when on a container cluster, either flavor: the twins' files copied
+    into each companion container's plugins directory (hot reloaded; the images install
+    only the functions as entry points), the generator's events sent through
+    ``relocator`` (host, port), and every twin's results over the range, all written by
+    the companions and read from ``nodes``, equal to their functions' chunk by chunk.
+
+    Args:
+        companions: each companion container's service name -> its HTTP base URL.
+        plugins: an empty directory for the reader's copy of the twins.
+    """
+    archive = queries_tar()
+    for name in companions:
+        container = cluster.container(name)
+        assert container is not None and container.put_archive(f"{topo.STATE}/plugins", archive)
+    for name, base in companions.items():
+        loaded = functools.partial(loaded_by_every_worker, base)
+        wait_for(loaded, 60, f"the twins loaded by every worker of {name}", interval_s=1.0)
+    epochs = send(*relocator, dc, events=3000)
+    drop_queries(plugins)  # the reader has the twins' code, as a plugin author has
+    with EventsClient(nodes, timeout_s=10.0, plugin_dirs=[plugins]) as client:
+        results = wait_served(client, dc, epochs, 3000, timeout_s=120)
+    assert disagreements(results) == []
+    assert merged_latency_disagreements(results) == []
+    compared = summary(results)
+    print(f"twins compared, (chunks, rows) per query: {compared}")
+    assert all(chunks >= 3 and rows > 0 for chunks, rows in compared.values()), compared
