@@ -122,12 +122,29 @@ def bucket_props(
     return props
 
 
-async def get_object(request: Request) -> Response:
-    """GET/HEAD an object."""
+def object_request(
+    request: Request, quorums: tuple[str, ...]
+) -> tuple[Devnode, str, str, str, dict[str, Any]]:
+    """The devnode, the request's (bucket_type, bucket, key) and the bucket's props, once
+    the request passes Riak's checks in Riak's order: the path, a PUT's or POST's
+    Content-Type, the options' form, then the bucket type and the quorums.
+
+    Raises:
+        InvalidRequest: a bad path, option or quorum, or a PUT without Content-Type.
+        UnknownBucketType: the bucket type does not exist.
+    """
     devnode: Devnode = request.app.state.devnode
     bucket_type, bucket, key = parse_location(request)
-    check_options(request, _GET_QUORUMS)
-    bucket_props(devnode, request, bucket_type, bucket, _GET_QUORUMS)
+    if request.method in ("PUT", "POST") and request.headers.get("content-type") is None:
+        raise InvalidRequest("Missing Content-Type request header")
+    check_options(request, quorums)
+    props = bucket_props(devnode, request, bucket_type, bucket, quorums)
+    return devnode, bucket_type, bucket, key, props
+
+
+async def get_object(request: Request) -> Response:
+    """GET/HEAD an object."""
+    devnode, bucket_type, bucket, key, _ = object_request(request, _GET_QUORUMS)
     now_s = time.time()
     devnode.gets.add(now_s)
     obj = _live(devnode, records.location_key(bucket_type, bucket, key), now_s)
@@ -143,12 +160,7 @@ async def get_object(request: Request) -> Response:
 
 async def put_object(request: Request) -> Response:
     """PUT (or POST) an object: store it durably, then fire the post-commit hook."""
-    devnode: Devnode = request.app.state.devnode
-    bucket_type, bucket, key = parse_location(request)
-    if request.headers.get("content-type") is None:
-        raise InvalidRequest("Missing Content-Type request header")
-    check_options(request, _PUT_QUORUMS)
-    props = bucket_props(devnode, request, bucket_type, bucket, _PUT_QUORUMS)
+    devnode, bucket_type, bucket, key, props = object_request(request, _PUT_QUORUMS)
     content_type, charset = _content_type(request)
     value = await read_body(request, devnode.settings.max_object_bytes, "object")
     now_s = time.time()
@@ -182,10 +194,7 @@ async def put_object(request: Request) -> Response:
 
 async def delete_object(request: Request) -> Response:
     """DELETE an object: write a tombstone that reads as 404 until it is reaped."""
-    devnode: Devnode = request.app.state.devnode
-    bucket_type, bucket, key = parse_location(request)
-    check_options(request, _DELETE_QUORUMS)
-    bucket_props(devnode, request, bucket_type, bucket, _DELETE_QUORUMS)
+    devnode, bucket_type, bucket, key, _ = object_request(request, _DELETE_QUORUMS)
     now_s = time.time()
     loc_key = records.location_key(bucket_type, bucket, key)
     _live(devnode, loc_key, now_s)

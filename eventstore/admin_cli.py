@@ -103,6 +103,21 @@ def _metadata_key(epoch: str, dc: str) -> MetadataKey:
         raise click.BadParameter(str(e)) from None
 
 
+def _epoch_metadata_command(f: Callable[..., Any]) -> Callable[..., Any]:
+    """EPOCH DC --node --json: the arguments of a command that reads one epoch's metadata."""
+    for decorate in (json_option, _node_option, click.argument("dc"), click.argument("epoch")):
+        f = decorate(f)
+    return f
+
+
+def _read_metadata(epoch: str, dc: str, node: str) -> tuple[MetadataKey, str, list[ChunkKey]]:
+    """The metadata of EPOCH in DC on ``node``: its key, stored value and chunk keys."""
+    key = _metadata_key(epoch, dc)
+    with _client(node) as client:
+        value, keys = _metadata(client, key)
+    return key, value, keys
+
+
 @click.group()
 def chunk() -> None:
     """Read stored chunks."""
@@ -142,15 +157,10 @@ def chunk_get(key: str, node: str, raw: bool, binary: str, as_json: bool) -> Non
 
 
 @chunk.command("ls")
-@click.argument("epoch")
-@click.argument("dc")
-@_node_option
-@json_option
+@_epoch_metadata_command
 def chunk_ls(epoch: str, dc: str, node: str, as_json: bool) -> None:
     """List the chunk keys of EPOCH in DC (from its metadata)."""
-    key = _metadata_key(epoch, dc)
-    with _client(node) as client:
-        _, keys = _metadata(client, key)
+    _key, _value, keys = _read_metadata(epoch, dc, node)
     if as_json:
         listing = [
             {"key": k.format(), "type": k.type, "subtype": k.subtype, "chunk": k.chunk}
@@ -168,15 +178,10 @@ def metadata() -> None:
 
 
 @metadata.command("get")
-@click.argument("epoch")
-@click.argument("dc")
-@_node_option
-@json_option
+@_epoch_metadata_command
 def metadata_get(epoch: str, dc: str, node: str, as_json: bool) -> None:
     """Print the metadata of EPOCH in DC: the stored value and its chunks."""
-    key = _metadata_key(epoch, dc)
-    with _client(node) as client:
-        value, keys = _metadata(client, key)
+    key, value, keys = _read_metadata(epoch, dc, node)
     if as_json:
         report = {
             "key": key.format(),

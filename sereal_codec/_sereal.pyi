@@ -3,18 +3,12 @@
 from collections.abc import Sequence
 from typing import Any
 
+from sereal_codec.document import DecodeBody
+
 MAX_DEPTH_CAP: int
 
-def decode_body(
-    data: bytes,
-    pos: int,
-    end: int,
-    base: int,
-    binary: int,
-    max_depth: int,
-    max_objects: int = -1,
-    projection: dict[str, Any] | None = None,
-) -> tuple[Any, int]: ...
+decode_body: DecodeBody  # max_objects=-1 (no limit), projection=None (everything)
+
 def encode_body(obj: object, dedupe_strings: bool, max_depth: int) -> bytes: ...
 def array_layout(data: bytes, pos: int, end: int, base: int) -> list[int]: ...
 def extract_array(data: bytes, pos: int, end: int, base: int, first: int, stop: int) -> bytes: ...

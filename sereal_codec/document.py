@@ -33,6 +33,7 @@ __all__ = [
     "UNCOMPRESSED_BELOW",
     "VERSION_TYPE_AT",
     "BodyCodec",
+    "DecodeBody",
     "Header",
     "Layout",
     "body_size",
@@ -66,10 +67,11 @@ _PROTOCOL_MAX = tags.PROTOCOLS[-1]
 _METHODS_TEXT = ", ".join(reversed(compression.METHODS)) + " or None"
 
 
-class BodyCodec(Protocol):
-    """What a body codec provides (see DESIGN.md, "Layers")."""
+class DecodeBody(Protocol):
+    """A body codec's ``decode_body``, as both codecs (and the compiled core's stub,
+    ``_sereal.pyi``) declare it: one item of a body (see DESIGN.md, "Layers")."""
 
-    def decode_body(  # noqa: PLR0917  (the body-codec contract)
+    def __call__(  # noqa: PLR0917  (the body-codec contract)
         self,
         data: bytes,
         pos: int,
@@ -80,6 +82,13 @@ class BodyCodec(Protocol):
         max_objects: int = ...,
         projection: Tree | None = ...,
     ) -> tuple[Any, int]: ...
+
+
+class BodyCodec(Protocol):
+    """What a body codec provides (see DESIGN.md, "Layers")."""
+
+    @property
+    def decode_body(self) -> DecodeBody: ...
 
     def encode_body(self, obj: object, dedupe_strings: bool, max_depth: int) -> bytes: ...
 

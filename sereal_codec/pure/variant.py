@@ -182,24 +182,18 @@ class _Text:
         fields: list[tuple[int, int]] = []  # (key id, offset of its value)
         data = bytearray()
         self.skip_ws()
-        if self.peek() != 0x7D:
-            while True:
-                if self.peek() != 0x22:
-                    raise _Fail(self.pos, "expected a key")
-                fields.append((self.key_id(self.string()), len(data)))
-                self.skip_ws()
-                if self.peek() != 0x3A:
-                    raise _Fail(self.pos, "expected ':'")
-                self.pos += 1
-                data += self.value()
-                self.skip_ws()
-                c = self.peek()
-                if c == 0x7D:
-                    break
-                if c != 0x2C:
-                    raise _Fail(self.pos, "expected ',' or '}'")
-                self.pos += 1
-                self.skip_ws()
+        more = self.peek() != 0x7D
+        while more:
+            self.skip_ws()
+            if self.peek() != 0x22:
+                raise _Fail(self.pos, "expected a key")
+            fields.append((self.key_id(self.string()), len(data)))
+            self.skip_ws()
+            if self.peek() != 0x3A:
+                raise _Fail(self.pos, "expected ':'")
+            self.pos += 1
+            data += self.value()
+            more = self.more(0x7D)
         self.pos += 1
         names = {i: k for k, i in self.keys.items()}
         fields.sort(key=lambda f: _java_order(names[f[0]]))
@@ -215,19 +209,24 @@ class _Text:
         offsets: list[int] = []
         data = bytearray()
         self.skip_ws()
-        if self.peek() != 0x5D:
-            while True:
-                offsets.append(len(data))
-                data += self.value()
-                self.skip_ws()
-                c = self.peek()
-                if c == 0x5D:
-                    break
-                if c != 0x2C:
-                    raise _Fail(self.pos, "expected ',' or ']'")
-                self.pos += 1
+        more = self.peek() != 0x5D
+        while more:
+            offsets.append(len(data))
+            data += self.value()
+            more = self.more(0x5D)
         self.pos += 1
         return _container(offsets, data)
+
+    def more(self, close: int) -> bool:
+        """After a member: True past a ',' (consumed), False at ``close`` (not consumed)."""
+        self.skip_ws()
+        c = self.peek()
+        if c == close:
+            return False
+        if c != 0x2C:
+            raise _Fail(self.pos, f"expected ',' or '{chr(close)}'")
+        self.pos += 1
+        return True
 
     def number(self) -> bytes:
         s, n = self.s, len(self.s)

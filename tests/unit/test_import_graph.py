@@ -30,9 +30,11 @@ the companion's harness starts a devnode to store into, through fleet's process 
 from __future__ import annotations
 
 import ast
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+
+from tests.unit.module_scan import imported_names, modules, write_modules
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -63,36 +65,6 @@ class Edge:
     line: int
 
 
-def modules(root: Path, packages: Iterable[str]) -> dict[str, tuple[Path, bool]]:
-    """Module name -> (file, is a package ``__init__``), for every ``*.py`` under the
-    packages."""
-    found = {}
-    for package in packages:
-        for path in sorted((root / package).rglob("*.py")):
-            parts = list(path.relative_to(root).with_suffix("").parts)
-            is_package = parts[-1] == "__init__"
-            if is_package:
-                parts.pop()
-            found[".".join(parts)] = (path, is_package)
-    return found
-
-
-def _imported(node: ast.Import | ast.ImportFrom, module: str, is_package: bool) -> Iterator[str]:
-    """The dotted names an import statement may refer to, most specific first."""
-    if isinstance(node, ast.Import):
-        for alias in node.names:
-            yield alias.name
-        return
-    if node.level:
-        base = module.split(".") if is_package else module.split(".")[:-1]
-        base = base[: len(base) - (node.level - 1)]
-        prefix = ".".join([*base, node.module] if node.module else base)
-    else:
-        prefix = node.module or ""
-    for alias in node.names:
-        yield f"{prefix}.{alias.name}"  # a submodule, or a name defined in `prefix`
-
-
 def import_graph(known: Mapping[str, tuple[Path, bool]]) -> list[Edge]:
     """Every import of a known module by a known module (see the module docstring)."""
     edges = set()
@@ -101,7 +73,7 @@ def import_graph(known: Mapping[str, tuple[Path, bool]]) -> list[Edge]:
         for node in ast.walk(tree):
             if not isinstance(node, ast.Import | ast.ImportFrom):
                 continue
-            for name in _imported(node, module, is_package):
+            for name in imported_names(node, module, is_package):
                 target = name
                 while target and target not in known:
                     target = target.rpartition(".")[0]
@@ -220,13 +192,15 @@ def test_packages_import_only_the_packages_below_them() -> None:
 
 
 def test_the_checks_find_a_cycle_made_of_function_level_imports(tmp_path: Path) -> None:
-    pkg = tmp_path / "substreams"
-    pkg.mkdir()
-    (pkg / "__init__.py").write_text("from substreams.a import f\n")
-    (pkg / "a.py").write_text("def f():\n    from substreams import b\n    return b\n")
-    (pkg / "b.py").write_text("def g():\n    from .a import f\n    import consumer_lib.x\n")
-    (tmp_path / "consumer_lib").mkdir()
-    (tmp_path / "consumer_lib" / "x.py").write_text("")
+    write_modules(
+        tmp_path,
+        {
+            "substreams/__init__.py": "from substreams.a import f\n",
+            "substreams/a.py": "def f():\n    from substreams import b\n    return b\n",
+            "substreams/b.py": "def g():\n    from .a import f\n    import consumer_lib.x\n",
+            "consumer_lib/x.py": "",
+        },
+    )
     edges = import_graph(modules(tmp_path, ["substreams", "consumer_lib"]))
     assert [describe(c) for c in cycles(edges)] == [
         "substreams.a -(line 2)-> substreams.b -(line 2)-> substreams.a"

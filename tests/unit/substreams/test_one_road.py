@@ -18,6 +18,7 @@ import substreams.harness
 from substreams import defaults
 from substreams.forkserver_process import outcome_fields, outcome_from
 from substreams.protocol import DEFAULT_CAP, Outcome
+from tests.unit.module_scan import imported_names, modules, write_modules
 
 ROOT = Path(__file__).resolve().parents[3]
 #: Every package of ours; their modules are production code unless exempted below.
@@ -28,37 +29,18 @@ PACKAGES = (
 AUTHOR_TOOLS = frozenset({"substreams.harness", "substreams.cli"})
 
 
-def _module_name(path: Path, root: Path) -> str:
-    parts = list(path.relative_to(root).with_suffix("").parts)
-    if parts[-1] == "__init__":
-        parts.pop()
-    return ".".join(parts)
-
-
 def importers_of(target: str, root: Path = ROOT, packages: tuple[str, ...] = PACKAGES) -> list[str]:
     """``module (line n)`` for every import of ``target`` (or a name from it) in the
     packages' modules, however it is written (relative imports included)."""
-    found = []
-    for package in packages:
-        for path in sorted((root / package).rglob("*.py")):
-            module = _module_name(path, root)
-            is_package = path.name == "__init__.py"
-            for node in ast.walk(ast.parse(path.read_bytes(), str(path))):
-                if not isinstance(node, ast.Import | ast.ImportFrom):
-                    continue
-                if isinstance(node, ast.Import):
-                    names = [alias.name for alias in node.names]
-                else:
-                    base = module.split(".") if is_package else module.split(".")[:-1]
-                    if node.level:
-                        base = base[: len(base) - (node.level - 1)]
-                        prefix = ".".join([*base, node.module] if node.module else base)
-                    else:
-                        prefix = node.module or ""
-                    names = [prefix] + [f"{prefix}.{alias.name}" for alias in node.names]
-                if any(n == target or n.startswith(f"{target}.") for n in names):
-                    found.append(f"{module} (line {node.lineno})")
-    return sorted(set(found))
+    found = set()
+    for module, (path, is_package) in modules(root, packages).items():
+        for node in ast.walk(ast.parse(path.read_bytes(), str(path))):
+            if isinstance(node, ast.Import | ast.ImportFrom) and any(
+                n == target or n.startswith(f"{target}.")
+                for n in imported_names(node, module, is_package)
+            ):
+                found.add(f"{module} (line {node.lineno})")
+    return sorted(found)
 
 
 def test_production_modules_do_not_import_the_authors_harness() -> None:
@@ -68,18 +50,21 @@ def test_production_modules_do_not_import_the_authors_harness() -> None:
     assert not importers, "production code importing the author's harness:\n" + "\n".join(importers)
 
 
+#: Modules importing the harness in every way an import can be written (and one that
+#: imports a sibling of it, which must not count).
+HARNESS_IMPORTS = {
+    "consumer_lib/__init__.py": "",
+    "consumer_lib/a.py": "from substreams.harness import DEFAULT_CAP\n",
+    "consumer_lib/b.py": "def f():\n    import substreams.harness as h\n    return h\n",
+    "consumer_lib/c.py": "from substreams import harness\n",
+    "consumer_lib/d.py": "from substreams import run\nfrom substreams.run import x\n",
+    "substreams/e.py": "from . import harness\n",
+}
+
+
 def test_the_import_check_finds_every_way_of_writing_the_import(tmp_path: Path) -> None:
     # So that an empty answer above means something.
-    pkg = tmp_path / "consumer_lib"
-    pkg.mkdir()
-    (pkg / "__init__.py").write_text("")
-    (pkg / "a.py").write_text("from substreams.harness import DEFAULT_CAP\n")
-    (pkg / "b.py").write_text("def f():\n    import substreams.harness as h\n    return h\n")
-    (pkg / "c.py").write_text("from substreams import harness\n")
-    (pkg / "d.py").write_text("from substreams import run\nfrom substreams.run import x\n")
-    sub = tmp_path / "substreams"
-    sub.mkdir()
-    (sub / "e.py").write_text("from . import harness\n")
+    write_modules(tmp_path, HARNESS_IMPORTS)
     found = importers_of("substreams.harness", tmp_path, ("consumer_lib", "substreams"))
     assert found == [
         "consumer_lib.a (line 1)",

@@ -14,10 +14,9 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-pytestmark = [
-    pytest.mark.filterwarnings("ignore::ResourceWarning"),
-    pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning"),
-]
+from tests.integration.consumer_lib.spark.spark_marks import SPARK_WARNINGS
+
+pytestmark = SPARK_WARNINGS
 
 PLUGIN = """
 from substreams import substream

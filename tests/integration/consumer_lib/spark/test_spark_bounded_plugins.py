@@ -21,11 +21,9 @@ from consumer_lib import EventsClient
 from eventstore.riak import RiakClient
 from substreams.results import error_value, read_result
 from substreams.testing import plugin_dir, stubborn_sleeper_source
+from tests.integration.consumer_lib.spark.spark_marks import SPARK_WARNINGS
 
-pytestmark = [
-    pytest.mark.filterwarnings("ignore::ResourceWarning"),
-    pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning"),
-]
+pytestmark = SPARK_WARNINGS
 
 #: How long the slow plugin sleeps per chunk, seconds (its declared limit is 0.5 s).
 SLEEP_S = 30.0

@@ -22,11 +22,9 @@ from eventstore.blob import unpack_blob
 from eventstore.names import ChunkKey, MetadataKey, format_metadata
 from eventstore.riak import RiakClient
 from substreams.results import error_value, ok_value, read_result
+from tests.integration.consumer_lib.spark.spark_marks import SPARK_WARNINGS
 
-pytestmark = [
-    pytest.mark.filterwarnings("ignore::ResourceWarning"),
-    pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning"),
-]
+pytestmark = SPARK_WARNINGS
 
 HOUR = 3600
 

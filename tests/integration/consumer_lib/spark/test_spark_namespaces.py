@@ -25,11 +25,9 @@ from eventstore.blob import pack_blob
 from eventstore.names import ChunkKey, MetadataKey, Namespaces, format_metadata
 from eventstore.riak import RiakClient
 from substreams.results import read_result
+from tests.integration.consumer_lib.spark.spark_marks import SPARK_WARNINGS
 
-pytestmark = [
-    pytest.mark.filterwarnings("ignore::ResourceWarning"),
-    pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning"),
-]
+pytestmark = SPARK_WARNINGS
 
 NS = Namespaces(
     events_bucket_type="ev_alt",

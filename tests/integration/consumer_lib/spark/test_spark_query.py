@@ -21,11 +21,9 @@ from eventstore.names import ChunkKey
 from eventstore.riak import RiakClient
 from eventstore.testing import store_events
 from relocator.events import generate_events
+from tests.integration.consumer_lib.spark.spark_marks import SPARK_WARNINGS
 
-pytestmark = [
-    pytest.mark.filterwarnings("ignore::ResourceWarning"),
-    pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning"),
-]
+pytestmark = SPARK_WARNINGS
 
 START = 1_730_000_000
 EPOCHS = 4

@@ -21,13 +21,9 @@ from eventstore.names import ChunkKey, MetadataKey, format_metadata, parse_metad
 from eventstore.riak import RiakClient
 from eventstore.riak.errors import NotFound
 from eventstore.testing import write_epoch
+from tests.integration.consumer_lib.spark.spark_marks import SPARK_WARNINGS
 
-# Spark's py4j gateway leaves sockets for the garbage collector to close; those
-# ResourceWarnings come from Spark, not from the code under test.
-pytestmark = [
-    pytest.mark.filterwarnings("ignore::ResourceWarning"),
-    pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning"),
-]
+pytestmark = SPARK_WARNINGS
 
 DCS = ("ams1", "ams4")
 Row = tuple[int, str, str, str, int, str]  # epoch, dc, type, subtype, chunk, canonical event

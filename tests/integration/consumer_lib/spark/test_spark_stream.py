@@ -17,10 +17,9 @@ from typing import Any
 
 import pytest
 
-pytestmark = [
-    pytest.mark.filterwarnings("ignore::ResourceWarning"),
-    pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning"),
-]
+from tests.integration.consumer_lib.spark.spark_marks import SPARK_WARNINGS
+
+pytestmark = SPARK_WARNINGS
 
 # The query, run in a process of its own (a Spark session of its own: the point is to
 # kill it). Each micro-batch's (epoch, dc) -> event count goes to batch-<id>.json,

@@ -15,11 +15,9 @@ import pytest
 from consumer_lib import EventsClient
 from eventstore.riak import RiakClient
 from substreams.results import error_value, ok_value
+from tests.integration.consumer_lib.spark.spark_marks import SPARK_WARNINGS
 
-pytestmark = [
-    pytest.mark.filterwarnings("ignore::ResourceWarning"),
-    pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning"),
-]
+pytestmark = SPARK_WARNINGS
 
 PLUGIN = """
 from substreams import substream
