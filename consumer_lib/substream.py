@@ -54,6 +54,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterator
 from concurrent.futures import Executor
+from dataclasses import KW_ONLY, dataclass
 from typing import Literal
 
 from prometheus_client import Counter
@@ -115,6 +116,7 @@ RESULTS_TOTAL = Counter(
 )
 
 
+@dataclass(frozen=True)
 class SubstreamReader:
     """Resolves the results of one substream, chunk by chunk (see module docstring).
 
@@ -131,24 +133,14 @@ class SubstreamReader:
             forked from this process after the chunk is decoded here).
     """
 
-    def __init__(
-        self,
-        store: Store,
-        name: str,
-        plugin: Substream | None,
-        *,
-        fallback: FallbackMode,
-        accept_other_versions: bool = False,
-        cap: Limits | None = DEFAULT_CAP,
-        server: ForkServer | None = None,
-    ) -> None:
-        self.store = store
-        self.server = server
-        self.name = name
-        self.plugin = plugin
-        self.fallback = fallback
-        self.accept_other_versions = accept_other_versions
-        self.cap = cap
+    store: Store
+    name: str
+    plugin: Substream | None
+    _: KW_ONLY
+    fallback: FallbackMode
+    accept_other_versions: bool = False
+    cap: Limits | None = DEFAULT_CAP
+    server: ForkServer | None = None
 
     def resolve(self, key: ChunkKey) -> SubstreamResult:
         """The result for one chunk, from the server or by fallback."""
