@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 
 import sereal_codec as sereal
+from fleet.harness import Background
 from relocator import defaults
 from relocator.ack_proxy import AckCutProxy
 from relocator.events import iter_events
@@ -138,7 +139,7 @@ class AckedProducer:
             sent += 1
 
 
-class SpoolWriter:
+class SpoolWriter(Background):
     """Writes a spool file every ``interval_s`` as an external aggregator does (a
     dotfile, fsync, rename, fsync of the directory); its ids count as acknowledged once
     the rename is durable.
@@ -160,6 +161,7 @@ class SpoolWriter:
         events: int,
         interval_s: float,
     ) -> None:
+        super().__init__("spool-writer")
         self.directory = directory
         self._dcs = itertools.cycle(dcs)
         self._next_id = first_id
@@ -171,16 +173,6 @@ class SpoolWriter:
         self.refused: dict[str, list[int]] = {}
         self.files = 0
         self._lock = threading.Lock()
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="spool-writer", daemon=True)
-
-    def start(self) -> SpoolWriter:
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._thread.join(10)
 
     def _run(self) -> None:
         while not self._stop.wait(self._interval_s):

@@ -19,12 +19,13 @@ import contextlib
 import os
 import signal
 import subprocess
+import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TypeVar
 
-__all__ = ["ServerProcess", "children_of", "environment_without", "live_processes"]
+__all__ = ["Background", "ServerProcess", "children_of", "environment_without", "live_processes"]
 
 _S = TypeVar("_S", bound="ServerProcess")
 
@@ -178,3 +179,27 @@ class ServerProcess:
 
     def __exit__(self, *exc_info: object) -> None:
         self.stop()
+
+
+_B = TypeVar("_B", bound="Background")
+
+
+class Background:
+    """A load of a test or benchmark that runs in a daemon thread (``_run``) until
+    :meth:`stop`: ``_stop`` is the event ``_run`` watches."""
+
+    def __init__(self, name: str) -> None:
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+
+    def start(self: _B) -> _B:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Ask ``_run`` to end and wait for it (10 s at most)."""
+        self._stop.set()
+        self._thread.join(10)
+
+    def _run(self) -> None:
+        raise NotImplementedError

@@ -18,7 +18,6 @@ import shutil
 import socket
 import subprocess
 import sys
-import threading
 import time
 import urllib.error
 import urllib.request
@@ -32,7 +31,7 @@ from eventstore import zkpaths
 from eventstore.blob import unpack_blob
 from eventstore.names import parse_metadata
 from eventstore.riak import NotFound, RiakClient
-from fleet.harness import ServerProcess, environment_without
+from fleet.harness import Background, ServerProcess, environment_without
 from relocator import defaults
 from relocator.metrics import Metrics
 from relocator.sealer import Sealer
@@ -360,26 +359,17 @@ def numbered_sealer(
     return sealer, metrics
 
 
-class AckedSender:
+class AckedSender(Background):
     """Sends events {"id": N, ...} over TCP in a thread; ``acked`` holds exactly the ids
     the relocator acknowledged. Stops at the first connection error (a crash)."""
 
     def __init__(self, port: int, dc: str, *, first_id: int, batch: int = 50) -> None:
+        super().__init__("acked-sender")
         self.port = port
         self.dc = dc
         self.next_id = first_id
         self.batch = batch
         self.acked: list[int] = []
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def start(self) -> AckedSender:
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._thread.join(10)
 
     def _run(self) -> None:
         try:
