@@ -55,7 +55,7 @@ from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from companion import defaults, metrics
+from companion import defaults, heap, metrics
 from companion.audit_check import audit_keys
 from companion.audit_cursor import read_audit_status
 from companion.errors import (
@@ -414,7 +414,9 @@ def create_app(
         stats = WorkerStats()
         metrics.connect(signals)
         _connect_stats(signals, stats)
+        heap.tune_malloc()  # before the chunk threads allocate (heap.py)
         engine = Engine(settings, riak, plugins, signals=signals, inbox=inbox).start()
+        heap.freeze_startup()
         status_dir = settings.state_dir / "status"
         stop = threading.Event()
 

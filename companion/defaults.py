@@ -136,3 +136,12 @@ AUDIT_ROUND_MAX_S = 5.0
 #: every round (newest first); the cursor confirms each epoch once it is older, and a
 #: node without a cursor starts there.
 AUDIT_HORIZON_S = 3600
+
+#: glibc's malloc in a worker (``heap.py``): blocks up to this size come from the
+#: threads' arenas instead of an mmap of their own (a chunk's blob, ~0.4 MB, and its
+#: decompressed body, ~1-1.5 MB, were mapped, touched and unmapped chunk after chunk)...
+MALLOC_MMAP_THRESHOLD_BYTES: Final = 4 << 20
+#: ...and an arena keeps up to this much free memory at its top instead of handing it
+#: back at once (then faulting it in again for the next chunk). The price: up to this
+#: much more resident memory per arena in use (the chunk threads').
+MALLOC_TRIM_THRESHOLD_BYTES: Final = 8 << 20

@@ -35,6 +35,7 @@ class DisabledSet:
 
     def __init__(self, directory: Path, *, ttl_s: float = 0.5) -> None:
         self.directory = directory
+        self._prefix = f"{directory}{os.sep}"  # the files' paths as str (per-run stats)
         self._ttl_s = ttl_s
         self._cache: dict[str, dict[str, Any]] = {}
         self._read_at = 0.0
@@ -109,15 +110,15 @@ class DisabledSet:
     def has_failures(self, name: str) -> bool:
         """Whether ``name`` failed since its last ok run on the node (any version,
         any worker). One ``stat``, no lock: read on every chunk by the quarantine."""
-        return (self.directory / f"{name}.failures").exists()
+        return os.path.exists(f"{self._prefix}{name}.failures")
 
     def clear_failures(self, name: str) -> None:
         """An ok run: the failures of ``name`` in a row start again from zero."""
-        path = self.directory / f"{name}.failures"
-        if not path.exists():
+        path = f"{self._prefix}{name}.failures"  # a str: no Path built per run
+        if not os.path.exists(path):
             return
         with self._locked(name), contextlib.suppress(FileNotFoundError):
-            path.unlink()
+            os.unlink(path)
 
     @contextlib.contextmanager
     def _locked(self, name: str) -> Iterator[None]:

@@ -95,45 +95,64 @@ STAGE_CPU_SECONDS = Counter(
 )
 
 
+class _Children:
+    """A metric's labelled children, looked up once per label values: ``labels()``
+    validates and locks on every call, and the chunk threads call it ~30 times a
+    chunk. The child is the one ``labels()`` returns (prometheus-client keeps it)."""
+
+    def __init__(self, metric: Any) -> None:
+        self._metric = metric
+        self._children: dict[tuple[str, ...], Any] = {}
+
+    def __call__(self, *values: str) -> Any:
+        child = self._children.get(values)
+        if child is None:
+            child = self._children[values] = self._metric.labels(*values)
+        return child
+
+
 def connect(signals: EngineSignals) -> None:
     """Subscribe the metrics to an engine's signals."""
+    runs, run_seconds, cpu_seconds = _Children(RUNS), _Children(SECONDS), _Children(CPU_SECONDS)
+    chunks, results = _Children(CHUNKS), _Children(RESULTS)
+    stage_seconds, stage_cpu = _Children(STAGE_SECONDS), _Children(STAGE_CPU_SECONDS)
 
     def key_group(*, accepted: int, shed: int, **_: Any) -> None:
         KEY_GROUPS.inc()
-        CHUNKS.labels("accepted").inc(accepted)
+        chunks("accepted").inc(accepted)
         if shed:
-            CHUNKS.labels("shed_on_arrival").inc(shed)
+            chunks("shed_on_arrival").inc(shed)
 
     def run_finished(*, substream: str, kind: str, status: str, wall_s: float, cpu_s: float,
                      **_: Any) -> None:  # fmt: skip
-        RUNS.labels(substream, status, kind).inc()
+        runs(substream, status, kind).inc()
         if status == "shed":  # not run: its lane was full or behind (quarantine.py)
             SHED.labels("quarantine").inc()
             return
-        SECONDS.labels(substream).observe(wall_s)
-        CPU_SECONDS.labels(substream).inc(cpu_s)
+        run_seconds(substream).observe(wall_s)
+        cpu_seconds(substream).inc(cpu_s)
 
     def chunk_shed(*, substreams: Any = (), reason: str = "", **_: Any) -> None:
-        CHUNKS.labels("shed").inc()
+        chunks("shed").inc()
         SHED.labels("overload" if reason.startswith("overload:") else "other").inc(len(substreams))
 
     def chunk_unreadable(**_: Any) -> None:
-        CHUNKS.labels("unreadable").inc()
+        chunks("unreadable").inc()
 
     def chunk_failed(**_: Any) -> None:
-        CHUNKS.labels("failed").inc()
+        chunks("failed").inc()
 
     def chunk_processed(
         *, stages: dict[str, float], stages_cpu: dict[str, float], **_: Any
     ) -> None:
-        CHUNKS.labels("processed").inc()
+        chunks("processed").inc()
         for stage, seconds in stages.items():
-            STAGE_SECONDS.labels(stage).observe(seconds)
+            stage_seconds(stage).observe(seconds)
         for stage, seconds in stages_cpu.items():
-            STAGE_CPU_SECONDS.labels(stage).inc(seconds)
+            stage_cpu(stage).inc(seconds)
 
     def result_stored(*, status: str, **_: Any) -> None:
-        RESULTS.labels(status).inc()
+        results(status).inc()
 
     def result_not_stored(*, substream: str, **_: Any) -> None:
         RESULTS_NOT_STORED.labels(substream).inc()

@@ -23,17 +23,21 @@ class Signal:
 
     def __init__(self, name: str) -> None:
         self.name = name
-        self._receivers: list[Receiver] = []
+        # A tuple, replaced on (dis)connect: a send iterates what was connected when it
+        # began, without copying it (sent ~30 times a chunk).
+        self._receivers: tuple[Receiver, ...] = ()
 
     def connect(self, receiver: Receiver) -> Receiver:
-        self._receivers.append(receiver)
+        self._receivers = (*self._receivers, receiver)
         return receiver
 
     def disconnect(self, receiver: Receiver) -> None:
-        self._receivers.remove(receiver)
+        receivers = list(self._receivers)
+        receivers.remove(receiver)
+        self._receivers = tuple(receivers)
 
     def send(self, **kwargs: Any) -> None:
-        for receiver in list(self._receivers):
+        for receiver in self._receivers:
             try:
                 receiver(**kwargs)
             except Exception:

@@ -64,6 +64,9 @@ class SubstreamStats:
     last_error_at: float | None = None
     # series: bucket start (unix s) -> [runs, failures, max_ms]
     series: dict[int, list[float]] = field(default_factory=dict)
+    #: The bucket of the last pruning of ``series``: only a record in another bucket
+    #: can have points to drop (every point was added in a bucket pruned then).
+    _pruned_at: int | None = field(default=None, repr=False, compare=False)
 
     def record(self, kind: str, wall_s: float, now: float, *, key: str, error: str | None) -> None:
         bucket = int(now // defaults.SERIES_STEP_S * defaults.SERIES_STEP_S)
@@ -81,9 +84,11 @@ class SubstreamStats:
             self.failures[kind] = self.failures.get(kind, 0) + 1
             point[1] += 1
             self.last_error, self.last_error_key, self.last_error_at = error or kind, key, now
-        horizon = bucket - defaults.SERIES_STEP_S * defaults.SERIES_POINTS
-        for old in [b for b in self.series if b <= horizon]:
-            del self.series[old]
+        if bucket != self._pruned_at:  # the same bucket: nothing older to drop since
+            horizon = bucket - defaults.SERIES_STEP_S * defaults.SERIES_POINTS
+            for old in [b for b in self.series if b <= horizon]:
+                del self.series[old]
+            self._pruned_at = bucket
 
     def snapshot(self) -> dict[str, Any]:
         return {
@@ -135,7 +140,9 @@ class WorkerStats:
         self, substream: str, kind: str, wall_s: float, *, key: str, error: str | None = None
     ) -> None:
         with self._lock:
-            stats = self.substreams.setdefault(substream, SubstreamStats())
+            stats = self.substreams.get(substream)
+            if stats is None:  # not setdefault: a SubstreamStats (and its deque) a run
+                stats = self.substreams[substream] = SubstreamStats()
             stats.record(kind, wall_s, time.time(), key=key, error=error)
             self.changes += 1
 

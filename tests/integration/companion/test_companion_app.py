@@ -4,6 +4,7 @@ its worker starts a fork server, so this is no unit test."""
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 from pathlib import Path
 from typing import Any
@@ -87,3 +88,25 @@ def test_the_app_accepts_key_groups_only_from_peers_and_only_well_formed(tmp_pat
     assert b"is not of epoch 1" in results[2][1]
     assert json.loads(results[6][1])["status"] == "ok"
     assert b"no substreams loaded" in results[8][1]
+
+
+def test_a_worker_freezes_the_heap_it_starts_with(tmp_path: Path) -> None:
+    """Once its engine has started, a worker moves what it holds (modules, plugins, the
+    engine) out of the cyclic collector's full collections (``gc.freeze``), which
+    would otherwise walk it all every few hundred chunks."""
+    settings = CompanionSettings(
+        state_dir=tmp_path / "state", entry_points=False, check_plugins_in_child=False
+    )
+    app = create_app(settings)
+    gc.unfreeze()  # whatever this process froze before: the worker's own count is seen
+
+    async def scenario() -> tuple[int, int]:
+        async with app.router.lifespan_context(app):
+            return gc.get_freeze_count(), len(gc.get_objects())
+
+    try:
+        frozen, collected = asyncio.run(scenario())
+    finally:
+        gc.unfreeze()
+    # the interpreter's modules and the app's objects, not a few stray ones
+    assert frozen > 10_000 and frozen > collected

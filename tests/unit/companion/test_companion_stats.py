@@ -25,3 +25,29 @@ def test_statistics_merge_across_workers_with_percentiles() -> None:
     assert merged["workers"] == 2 and merged["counters"]["chunks_shed"] == 1
     assert percentile([], 0.5) is None
     assert percentile([3.0, 1.0, 2.0], 0.5) == 2.0
+
+
+def test_series_keeps_the_last_points_whatever_the_order_of_the_clock() -> None:
+    """A run's series keeps the buckets within SERIES_POINTS steps of the newest one,
+    pruned only when a run lands in another bucket than the last pruning's (not on
+    every run), so a bucket seen again after the clock went back still sheds what is
+    out of its window."""
+    from companion import defaults
+    from companion.stats import SubstreamStats
+
+    step, points = defaults.SERIES_STEP_S, defaults.SERIES_POINTS
+    s = SubstreamStats()
+    t0 = 1_000_000.0
+    for i in range(points + 5):  # one run a bucket, then two more in the last
+        s.record("ok", 0.001, t0 + i * step, key="k", error=None)
+    s.record("ok", 0.001, t0 + (points + 4) * step, key="k", error=None)
+    s.record("exception", 0.001, t0 + (points + 4) * step, key="k", error="exception: x")
+    newest = int(t0 + (points + 4) * step)
+    assert min(s.series) == newest - (points - 1) * step and len(s.series) == points
+    assert s.series[newest] == [3, 1, 1.0]
+    # the clock goes back a whole window, then forward to the newest bucket again:
+    # the old bucket's point is dropped there
+    s.record("ok", 0.001, t0 - 10 * points * step, key="k", error=None)
+    s.record("ok", 0.001, t0 + (points + 4) * step, key="k", error=None)
+    assert min(s.series) == newest - (points - 1) * step
+    assert s.series[newest][0] == 4
